@@ -1,0 +1,99 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+
+namespace pagoda {
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin briefly: a decode step issues many small jobs back to back, and a
+    // futex wake-up costs more than the job.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load() != seen; });
+      gen = generation_.load();
+    }
+    seen = gen;
+    const std::function<void(int, int)>* job;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      job = job_;
+    }
+    (*job)(index, num_threads_);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  if (num_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    pending_.store(num_threads_ - 1, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  fn(0, num_threads_);
+  while (pending_.load(std::memory_order_acquire) != 0) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  run([&](int i, int nt) {
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = std::min<int64_t>(n, i * chunk);
+    const int64_t e = std::min<int64_t>(n, b + chunk);
+    if (b < e) fn(b, e);
+  });
+}
+
+int default_num_threads() {
+  std::ifstream f("/proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, phys, core;
+  while (std::getline(f, line)) {
+    if (line.rfind("physical id", 0) == 0) phys = line;
+    if (line.rfind("core id", 0) == 0) {
+      core = line;
+      cores.insert({phys, core});
+    }
+  }
+  int n = static_cast<int>(cores.size());
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, n);
+}
+
+}  // namespace pagoda

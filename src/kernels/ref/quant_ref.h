@@ -1,0 +1,23 @@
+// Scalar reference implementations of every weight dtype: the GGUF/GGML block
+// layouts, bit-exact. These are kept forever as the ground truth the SIMD
+// kernels in kernels/cpu are tested against.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pagoda::ref {
+
+// dst[0..n) = values of the n elements at src. n % block_size == 0.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+// Quantizes n floats into dtype's layout (round-to-nearest style, as GGML's
+// *_ref quantizers). n % block_size == 0. Supported: every DType with
+// dtype_info(t).supported.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+// sum_i w[i] * x[i] where w is a row in `type`, accumulated in double.
+double vec_dot(DType type, const void* w, const float* x, int64_t n);
+
+}  // namespace pagoda::ref
