@@ -21,10 +21,14 @@ enum class ValueType : uint32_t {
 };
 
 std::string_view value_type_name(ValueType t);
+bool is_integer_type(ValueType t);  // u8..i64 and bool
+bool is_float_type(ValueType t);    // f32, f64
 
-// One metadata value. Scalars of integer/bool types live in `i` (and `u` for
-// unsigned), floats in `f`, strings in `s`. Arrays keep their element type
-// and fill exactly one of strs / ints / floats.
+// One metadata value. Scalars of integer/bool types live in `i` and `u` (both
+// set by the reader and the make_* helpers; the writer reads `u` for unsigned
+// types and `i` for signed ones and bool), floats in `f`, strings in `s`.
+// Arrays keep their element type and fill exactly one of strs / ints / floats
+// (u64 array elements above INT64_MAX keep their bit pattern in `ints`).
 struct Value {
   ValueType type = ValueType::kU32;
   ValueType array_type = ValueType::kU32;  // when type == kArray
@@ -40,15 +44,25 @@ struct Value {
   bool is_float() const;
   size_t array_size() const;
 
+  static Value make_u8(uint8_t v);
+  static Value make_i8(int8_t v);
+  static Value make_u16(uint16_t v);
+  static Value make_i16(int16_t v);
   static Value make_u32(uint32_t v);
   static Value make_i32(int32_t v);
   static Value make_u64(uint64_t v);
+  static Value make_i64(int64_t v);
   static Value make_f32(float v);
+  static Value make_f64(double v);
   static Value make_bool(bool v);
   static Value make_string(std::string v);
   static Value make_string_array(std::vector<std::string> v);
   static Value make_f32_array(std::vector<float> v);
   static Value make_i32_array(std::vector<int32_t> v);
+  // Arrays of any integer/bool (resp. f32/f64) element type. The writer
+  // truncates each element to the element type.
+  static Value make_int_array(ValueType elem, std::vector<int64_t> v);
+  static Value make_float_array(ValueType elem, std::vector<double> v);
 };
 
 struct TensorInfo {
@@ -75,6 +89,7 @@ class GGUFFile {
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
+  size_t data_offset() const { return data_offset_; }  // start of the data section
   const std::string& path() const { return path_; }
 
   const std::map<std::string, Value>& metadata() const { return metadata_; }
@@ -101,6 +116,7 @@ class GGUFFile {
   size_t size_ = 0;
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
+  size_t data_offset_ = 0;
   std::map<std::string, Value> metadata_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;

@@ -1,0 +1,130 @@
+// GGML's packed block layouts (bit-exact with ggml-common.h), plus per-block
+// reference dequantize/quantize. Half-precision fields are raw IEEE fp16 bits
+// (see core/fp16.h). Shared by the scalar reference and the SIMD kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pagoda::ref {
+
+constexpr int kQK4_0 = 32;
+constexpr int kQK4_1 = 32;
+constexpr int kQK5_0 = 32;
+constexpr int kQK5_1 = 32;
+constexpr int kQK8_0 = 32;
+constexpr int kKScaleBytes = 12;  // packed 6-bit scales/mins of Q4_K, Q5_K
+
+// x = d * (q - 8); element j in the low nibble of qs[j], j + 16 in the high.
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+// x = d * q + m; nibble order as Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK4_1 / 2];
+};
+// x = d * (q - 16); bit 4 of element j is bit j of qh (little-endian u32).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK5_0 / 2];
+};
+// x = d * q + m; bits as Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK5_1 / 2];
+};
+// x = d * q.
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK8_0];
+};
+// 8 sub-blocks of 32: x = d * sc * q - dmin * m, 6-bit sc/m packed in scales.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQK_K / 2];
+};
+// Q4_K plus a fifth bit per element in qh.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+// 16 sub-blocks of 16: x = d * scales[i] * (q - 32), q 6 bits. d is last.
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Static description of a block type, for generic row loops.
+template <class Block> struct BlockTraits;
+#define PAGODA_BLOCK_TRAITS(B, T, N)          \
+  template <> struct BlockTraits<B> {         \
+    static constexpr DType kType = DType::T;  \
+    static constexpr int kSize = N;           \
+  }
+PAGODA_BLOCK_TRAITS(BlockQ4_0, kQ4_0, kQK4_0);
+PAGODA_BLOCK_TRAITS(BlockQ4_1, kQ4_1, kQK4_1);
+PAGODA_BLOCK_TRAITS(BlockQ5_0, kQ5_0, kQK5_0);
+PAGODA_BLOCK_TRAITS(BlockQ5_1, kQ5_1, kQK5_1);
+PAGODA_BLOCK_TRAITS(BlockQ8_0, kQ8_0, kQK8_0);
+PAGODA_BLOCK_TRAITS(BlockQ4_K, kQ4_K, kQK_K);
+PAGODA_BLOCK_TRAITS(BlockQ5_K, kQ5_K, kQK_K);
+PAGODA_BLOCK_TRAITS(BlockQ6_K, kQ6_K, kQK_K);
+#undef PAGODA_BLOCK_TRAITS
+
+// Sub-block j (0..7) of a Q4_K/Q5_K scales array: 6-bit scale and min.
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Inverse of get_scale_min_k4 for all 8 sub-blocks; sc, m in [0, 63].
+void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t* q);
+
+// Per-block reference: dst/src hold BlockTraits<B>::kSize floats.
+void dequantize_block(const BlockQ4_0& b, float* dst);
+void dequantize_block(const BlockQ4_1& b, float* dst);
+void dequantize_block(const BlockQ5_0& b, float* dst);
+void dequantize_block(const BlockQ5_1& b, float* dst);
+void dequantize_block(const BlockQ8_0& b, float* dst);
+void dequantize_block(const BlockQ4_K& b, float* dst);
+void dequantize_block(const BlockQ5_K& b, float* dst);
+void dequantize_block(const BlockQ6_K& b, float* dst);
+
+void quantize_block(const float* src, BlockQ4_0* b);
+void quantize_block(const float* src, BlockQ4_1* b);
+void quantize_block(const float* src, BlockQ5_0* b);
+void quantize_block(const float* src, BlockQ5_1* b);
+void quantize_block(const float* src, BlockQ8_0* b);
+void quantize_block(const float* src, BlockQ4_K* b);
+void quantize_block(const float* src, BlockQ5_K* b);
+void quantize_block(const float* src, BlockQ6_K* b);
+
+}  // namespace pagoda::ref

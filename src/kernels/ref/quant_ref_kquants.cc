@@ -1,0 +1,306 @@
+// Reference dequantize/quantize for the K-quants Q4_K, Q5_K and Q6_K
+// (256-element super-blocks). Dequantization is bit-exact with GGML. The
+// quantizers are our own: a per-sub-block least-squares search over a few
+// candidate scales, then the sub-block scales quantized against the
+// super-block scale, then every element re-rounded with the scales it will
+// actually be decoded with.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/ref/blocks.h"
+
+namespace pagoda::ref {
+namespace {
+
+constexpr int kSubK4 = 32;  // Q4_K/Q5_K sub-block
+constexpr int kSubK6 = 16;  // Q6_K sub-block
+
+int round_clamped(float v, int lo, int hi) {
+  if (std::isnan(v)) return 0;
+  const float r = std::round(v);
+  if (r <= static_cast<float>(lo)) return lo;
+  if (r >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(r);
+}
+
+// Affine sub-block fit x ~= s * L - m with L in [0, nmax], s >= 0, m >= 0
+// (GGML's K-quant min is subtracted and non-negative). Returns squared error.
+struct AffineFit {
+  float s = 0, m = 0, err = 0;
+};
+
+float affine_error(const float* x, int n, int nmax, float s, float m) {
+  float err = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = s > 0 ? round_clamped((x[i] + m) / s, 0, nmax) : 0;
+    const float e = s * static_cast<float>(l) - m - x[i];
+    err += e * e;
+  }
+  return err;
+}
+
+// Least-squares (s, m) for fixed integer levels L; false if degenerate.
+bool solve_affine(const float* x, const int* l, int n, float* s, float* m) {
+  double sl = 0, sll = 0, sx = 0, slx = 0;
+  for (int i = 0; i < n; ++i) {
+    sl += l[i];
+    sll += static_cast<double>(l[i]) * l[i];
+    sx += x[i];
+    slx += l[i] * static_cast<double>(x[i]);
+  }
+  const double det = n * sll - sl * sl;
+  if (sll <= 0 || det <= 0) return false;
+  double ss = (n * slx - sl * sx) / det;
+  double b = (sll * sx - sl * slx) / det;  // offset: x ~= ss * L + b
+  if (b > 0) {
+    b = 0;
+    ss = slx / sll;
+  }
+  if (!(ss > 0)) return false;
+  *s = static_cast<float>(ss);
+  *m = static_cast<float>(-b);
+  return true;
+}
+
+AffineFit fit_affine(const float* x, int n, int nmax) {
+  float mn = 0, mx = x[0];
+  for (int i = 0; i < n; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  AffineFit best;
+  best.m = -mn;
+  if (!(mx > mn)) {
+    best.err = affine_error(x, n, nmax, 0, best.m);
+    return best;
+  }
+  best.s = (mx - mn) / static_cast<float>(nmax);
+  best.err = affine_error(x, n, nmax, best.s, best.m);
+  int l[kSubK4];
+  auto try_levels = [&] {
+    float fs, fm;
+    if (!solve_affine(x, l, n, &fs, &fm)) return;
+    const float err = affine_error(x, n, nmax, fs, fm);
+    if (err < best.err) best = {fs, fm, err};
+  };
+  for (int k = -8; k <= 8; ++k) {
+    const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / (mx - mn);
+    for (int i = 0; i < n; ++i) l[i] = round_clamped(iscale * (x[i] - mn), 0, nmax);
+    try_levels();
+  }
+  for (int iter = 0; iter < 3; ++iter) {  // Lloyd-style refinement
+    for (int i = 0; i < n; ++i) l[i] = round_clamped((x[i] + best.m) / best.s, 0, nmax);
+    try_levels();
+  }
+  return best;
+}
+
+// Quantizes 8 sub-block (scale, min) pairs to 6 bits against fp16 d/dmin.
+void quantize_scales_k4(const AffineFit* fits, uint16_t* d_out, uint16_t* dmin_out,
+                        uint8_t* sc, uint8_t* m) {
+  float max_s = 0, max_m = 0;
+  for (int j = 0; j < 8; ++j) {
+    max_s = std::max(max_s, fits[j].s);
+    max_m = std::max(max_m, fits[j].m);
+  }
+  *d_out = fp32_to_fp16(max_s / 63);
+  *dmin_out = fp32_to_fp16(max_m / 63);
+  const float d = fp16_to_fp32(*d_out);
+  const float dmin = fp16_to_fp32(*dmin_out);
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>(d > 0 ? round_clamped(fits[j].s / d, 0, 63) : 0);
+    m[j] = static_cast<uint8_t>(dmin > 0 ? round_clamped(fits[j].m / dmin, 0, 63) : 0);
+  }
+}
+
+// Levels 0..nmax for a whole Q4_K/Q5_K super-block, given its encoded scales.
+void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* sc,
+               const uint8_t* m, int nmax, int* levels) {
+  const float d = fp16_to_fp32(d_h);
+  const float dmin = fp16_to_fp32(dmin_h);
+  for (int j = 0; j < 8; ++j) {
+    const float d1 = d * sc[j];
+    const float m1 = dmin * m[j];
+    for (int i = 0; i < kSubK4; ++i) {
+      const int e = j * kSubK4 + i;
+      levels[e] = d1 > 0 ? round_clamped((src[e] + m1) / d1, 0, nmax) : 0;
+    }
+  }
+}
+
+void encode_k4(const float* src, int nmax, uint16_t* d, uint16_t* dmin, uint8_t* scales,
+               int* levels) {
+  AffineFit fits[8];
+  for (int j = 0; j < 8; ++j) fits[j] = fit_affine(src + j * kSubK4, kSubK4, nmax);
+  uint8_t sc[8], m[8];
+  quantize_scales_k4(fits, d, dmin, sc, m);
+  pack_scale_min_k4(sc, m, scales);
+  levels_k4(src, *d, *dmin, sc, m, nmax, levels);
+}
+
+// Symmetric sub-block fit x ~= s * L, L in [-32, 31]. Returns s (any sign).
+float fit_symmetric6(const float* x) {
+  float amax = 0, max = 0, sxx = 0;
+  for (int i = 0; i < kSubK6; ++i) {
+    sxx += x[i] * x[i];
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  if (amax == 0) return 0;
+  float best_s = max / -32, best_err = sxx + 1;
+  for (int sign = -1; sign <= 1; sign += 2) {
+    for (int k = -10; k <= 10; ++k) {
+      const float top = sign < 0 ? 32.0f : 31.0f;
+      const float iscale = static_cast<float>(sign) * (top + 0.1f * static_cast<float>(k)) / max;
+      double sxl = 0, sll = 0;
+      for (int i = 0; i < kSubK6; ++i) {
+        const int l = round_clamped(iscale * x[i], -32, 31);
+        sxl += static_cast<double>(x[i]) * l;
+        sll += static_cast<double>(l) * l;
+      }
+      if (sll <= 0) continue;
+      const float err = static_cast<float>(sxx - sxl * sxl / sll);
+      if (err < best_err) {
+        best_err = err;
+        best_s = static_cast<float>(sxl / sll);
+      }
+    }
+  }
+  return best_s;
+}
+
+}  // namespace
+
+void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t* q) {
+  std::memset(q, 0, kKScaleBytes);
+  for (int j = 0; j < 4; ++j) {
+    q[j] = sc[j] & 63;
+    q[j + 4] = m[j] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    q[j + 4] = static_cast<uint8_t>((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
+    q[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
+    q[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
+  }
+}
+
+void dequantize_block(const BlockQ4_K& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  const float dmin = fp16_to_fp32(b.dmin);
+  const uint8_t* q = b.qs;
+  for (int chunk = 0; chunk < 4; ++chunk, q += 32, dst += 64) {
+    uint8_t sc, m;
+    get_scale_min_k4(2 * chunk, b.scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    get_scale_min_k4(2 * chunk + 1, b.scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) dst[l] = d1 * static_cast<float>(q[l] & 0xF) - m1;
+    for (int l = 0; l < 32; ++l) dst[l + 32] = d2 * static_cast<float>(q[l] >> 4) - m2;
+  }
+}
+
+void dequantize_block(const BlockQ5_K& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  const float dmin = fp16_to_fp32(b.dmin);
+  const uint8_t* q = b.qs;
+  for (int chunk = 0; chunk < 4; ++chunk, q += 32, dst += 64) {
+    const uint8_t u1 = static_cast<uint8_t>(1u << (2 * chunk));
+    const uint8_t u2 = static_cast<uint8_t>(2u << (2 * chunk));
+    uint8_t sc, m;
+    get_scale_min_k4(2 * chunk, b.scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    get_scale_min_k4(2 * chunk + 1, b.scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) {
+      const int lo = (q[l] & 0xF) + ((b.qh[l] & u1) ? 16 : 0);
+      const int hi = (q[l] >> 4) + ((b.qh[l] & u2) ? 16 : 0);
+      dst[l] = d1 * static_cast<float>(lo) - m1;
+      dst[l + 32] = d2 * static_cast<float>(hi) - m2;
+    }
+  }
+}
+
+void dequantize_block(const BlockQ6_K& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  const uint8_t* ql = b.ql;
+  const uint8_t* qh = b.qh;
+  const int8_t* sc = b.scales;
+  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, dst += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      dst[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+      dst[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+      dst[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+      dst[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    }
+  }
+}
+
+void quantize_block(const float* src, BlockQ4_K* b) {
+  int levels[kQK_K];
+  encode_k4(src, 15, &b->d, &b->dmin, b->scales, levels);
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    const int* l = levels + 64 * chunk;
+    for (int i = 0; i < 32; ++i) b->qs[32 * chunk + i] = static_cast<uint8_t>(l[i] | (l[i + 32] << 4));
+  }
+}
+
+void quantize_block(const float* src, BlockQ5_K* b) {
+  int levels[kQK_K];
+  encode_k4(src, 31, &b->d, &b->dmin, b->scales, levels);
+  std::memset(b->qh, 0, sizeof(b->qh));
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    const int* l = levels + 64 * chunk;
+    for (int i = 0; i < 32; ++i) {
+      b->qs[32 * chunk + i] = static_cast<uint8_t>((l[i] & 0xF) | ((l[i + 32] & 0xF) << 4));
+      b->qh[i] |= static_cast<uint8_t>(((l[i] >> 4) << (2 * chunk)) | ((l[i + 32] >> 4) << (2 * chunk + 1)));
+    }
+  }
+}
+
+void quantize_block(const float* src, BlockQ6_K* b) {
+  float scales[kQK_K / kSubK6];
+  float amax = 0, max_scale = 0;
+  for (int j = 0; j < kQK_K / kSubK6; ++j) {
+    scales[j] = fit_symmetric6(src + j * kSubK6);
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  std::memset(b, 0, sizeof(*b));
+  if (amax == 0) return;
+  const float iscale = -128.0f / max_scale;
+  b->d = fp32_to_fp16(1 / iscale);
+  const float d = fp16_to_fp32(b->d);
+  int levels[kQK_K];
+  for (int j = 0; j < kQK_K / kSubK6; ++j) {
+    b->scales[j] = static_cast<int8_t>(round_clamped(iscale * scales[j], -128, 127));
+    const float dj = d * b->scales[j];
+    for (int i = 0; i < kSubK6; ++i) {
+      const int e = j * kSubK6 + i;
+      levels[e] = (dj != 0 ? round_clamped(src[e] / dj, -32, 31) : 0) + 32;
+    }
+  }
+  for (int half = 0; half < 2; ++half) {
+    const int* l = levels + 128 * half;
+    uint8_t* ql = b->ql + 64 * half;
+    uint8_t* qh = b->qh + 32 * half;
+    for (int i = 0; i < 32; ++i) {
+      const int q1 = l[i], q2 = l[i + 32], q3 = l[i + 64], q4 = l[i + 96];
+      ql[i] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+      ql[i + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+      qh[i] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+    }
+  }
+}
+
+}  // namespace pagoda::ref

@@ -1,0 +1,170 @@
+// Reference dequantize/quantize for the 32-element block types Q4_0, Q4_1,
+// Q5_0, Q5_1 and Q8_0. Quantizers follow GGML's *_ref quantizers exactly
+// (same rounding, same use of the unrounded fp32 scale), so our files match
+// what llama.cpp writes byte for byte.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/ref/blocks.h"
+
+namespace pagoda::ref {
+namespace {
+
+// GGML converts with a C cast to int8/uint8 (truncation); values are in
+// range for finite inputs. Clamp first so NaN/huge inputs stay defined.
+int trunc_clamped(float v, int hi) {
+  if (!(v > 0.0f)) return 0;
+  if (v >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(v);
+}
+
+// Signed value with the largest magnitude (first one on ties), as GGML.
+float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+void min_max(const float* x, int n, float* mn, float* mx) {
+  *mn = FLT_MAX;
+  *mx = -FLT_MAX;
+  for (int j = 0; j < n; ++j) {
+    *mn = std::min(*mn, x[j]);
+    *mx = std::max(*mx, x[j]);
+  }
+}
+
+uint32_t load_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+
+void store_u32(uint32_t v, uint8_t* p) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// 5-bit values of a Q5_0/Q5_1 block, 0..31.
+void unpack5(const uint8_t* qs, const uint8_t* qh_bytes, int* q) {
+  const uint32_t qh = load_u32(qh_bytes);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
+    q[j + 16] = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+  }
+}
+
+void pack5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+    qh |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((q[j + 16] >> 4) & 1) << (j + 16);
+  }
+  store_u32(qh, qh_bytes);
+}
+
+}  // namespace
+
+void dequantize_block(const BlockQ4_0& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  for (int j = 0; j < kQK4_0 / 2; ++j) {
+    dst[j] = static_cast<float>((b.qs[j] & 0xF) - 8) * d;
+    dst[j + kQK4_0 / 2] = static_cast<float>((b.qs[j] >> 4) - 8) * d;
+  }
+}
+
+void dequantize_block(const BlockQ4_1& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  const float m = fp16_to_fp32(b.m);
+  for (int j = 0; j < kQK4_1 / 2; ++j) {
+    dst[j] = static_cast<float>(b.qs[j] & 0xF) * d + m;
+    dst[j + kQK4_1 / 2] = static_cast<float>(b.qs[j] >> 4) * d + m;
+  }
+}
+
+void dequantize_block(const BlockQ5_0& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  int q[kQK5_0];
+  unpack5(b.qs, b.qh, q);
+  for (int j = 0; j < kQK5_0; ++j) dst[j] = static_cast<float>(q[j] - 16) * d;
+}
+
+void dequantize_block(const BlockQ5_1& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  const float m = fp16_to_fp32(b.m);
+  int q[kQK5_1];
+  unpack5(b.qs, b.qh, q);
+  for (int j = 0; j < kQK5_1; ++j) dst[j] = static_cast<float>(q[j]) * d + m;
+}
+
+void dequantize_block(const BlockQ8_0& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  for (int j = 0; j < kQK8_0; ++j) dst[j] = static_cast<float>(b.qs[j]) * d;
+}
+
+void quantize_block(const float* src, BlockQ4_0* b) {
+  const float d = signed_absmax(src, kQK4_0) / -8;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  b->d = fp32_to_fp16(d);
+  for (int j = 0; j < kQK4_0 / 2; ++j) {
+    const int lo = trunc_clamped(src[j] * id + 8.5f, 15);
+    const int hi = trunc_clamped(src[j + kQK4_0 / 2] * id + 8.5f, 15);
+    b->qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void quantize_block(const float* src, BlockQ4_1* b) {
+  float mn, mx;
+  min_max(src, kQK4_1, &mn, &mx);
+  const float d = (mx - mn) / 15;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  b->d = fp32_to_fp16(d);
+  b->m = fp32_to_fp16(mn);
+  for (int j = 0; j < kQK4_1 / 2; ++j) {
+    const int lo = trunc_clamped((src[j] - mn) * id + 0.5f, 15);
+    const int hi = trunc_clamped((src[j + kQK4_1 / 2] - mn) * id + 0.5f, 15);
+    b->qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void quantize_block(const float* src, BlockQ5_0* b) {
+  const float d = signed_absmax(src, kQK5_0) / -16;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  b->d = fp32_to_fp16(d);
+  int q[kQK5_0];
+  for (int j = 0; j < kQK5_0; ++j) q[j] = trunc_clamped(src[j] * id + 16.5f, 31);
+  pack5(q, b->qs, b->qh);
+}
+
+void quantize_block(const float* src, BlockQ5_1* b) {
+  float mn, mx;
+  min_max(src, kQK5_1, &mn, &mx);
+  const float d = (mx - mn) / 31;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  b->d = fp32_to_fp16(d);
+  b->m = fp32_to_fp16(mn);
+  int q[kQK5_1];
+  for (int j = 0; j < kQK5_1; ++j) q[j] = trunc_clamped((src[j] - mn) * id + 0.5f, 31);
+  pack5(q, b->qs, b->qh);
+}
+
+void quantize_block(const float* src, BlockQ8_0* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(src[j]));
+  const float d = amax / 127;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  b->d = fp32_to_fp16(d);
+  for (int j = 0; j < kQK8_0; ++j) {
+    const float v = std::round(src[j] * id);
+    b->qs[j] = std::isnan(v) ? 0 : static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+  }
+}
+
+}  // namespace pagoda::ref

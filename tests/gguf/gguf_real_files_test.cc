@@ -1,0 +1,88 @@
+// Reading the real GGUF files in the shared folder, and open() errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "gguf/gguf_file.h"
+
+namespace pagoda::gguf {
+namespace {
+
+const std::string kShared = PAGODA_SHARED_DIR;
+
+TEST(GGUFRealFiles, Stories260K) {
+  const std::string path = kShared + "/models/stories260K.gguf";
+  auto r = GGUFFile::open(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const GGUFFile& f = *r.value();
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.metadata().size(), 19u);
+  EXPECT_EQ(f.tensors().size(), 48u);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_int("llama.embedding_length"), 64);
+  EXPECT_EQ(f.get_int("llama.context_length"), 512);
+  EXPECT_EQ(f.get_int("llama.block_count"), 5);
+  const auto* tokens = f.get_string_array("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_EQ(tokens->size(), 512u);
+
+  const size_t file_size = std::filesystem::file_size(path);
+  const TensorInfo* emb = f.tensor("token_embd.weight");
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(emb->dims, (std::vector<int64_t>{64, 512}));
+  EXPECT_EQ(emb->num_elements(), 64 * 512);
+  EXPECT_GT(emb->num_bytes, 0u);
+  // Every tensor's data lies inside the file, past the directory.
+  uint64_t total = 0;
+  for (const TensorInfo& t : f.tensors()) {
+    EXPECT_LE(f.data_offset() + t.offset + t.num_bytes, file_size) << t.name;
+    total += t.num_bytes;
+  }
+  EXPECT_LE(total, file_size);
+  EXPECT_GT(total, file_size / 2);  // a weights file is mostly data
+}
+
+TEST(GGUFRealFiles, VocabFiles) {
+  int num_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kShared + "/vocab")) {
+    if (entry.path().extension() != ".gguf") continue;
+    ++num_files;
+    SCOPED_TRACE(entry.path().string());
+    auto r = GGUFFile::open(entry.path().string());
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    const GGUFFile& f = *r.value();
+    EXPECT_TRUE(f.version() == 2 || f.version() == 3);
+    EXPECT_LE(f.tensors().size(), 4u);
+    EXPECT_TRUE(f.get_string("tokenizer.ggml.model").has_value());
+    const auto* tokens = f.get_string_array("tokenizer.ggml.tokens");
+    ASSERT_NE(tokens, nullptr);
+    EXPECT_GT(tokens->size(), 1000u);
+  }
+  EXPECT_GE(num_files, 5);
+}
+
+TEST(GGUFRealFiles, MissingFile) {
+  auto r = GGUFFile::open("/nonexistent/pagoda/model.gguf");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/pagoda/model.gguf"), std::string::npos);
+  EXPECT_NE(r.status().message().find("No such file"), std::string::npos) << r.status().message();
+}
+
+TEST(GGUFRealFiles, DirectoryIsAnError) {
+  auto r = GGUFFile::open(kShared);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find(kShared), std::string::npos);
+  EXPECT_NE(r.status().message().find("directory"), std::string::npos) << r.status().message();
+}
+
+TEST(GGUFRealFiles, NonGGUFFileIsAnError) {
+  auto r = GGUFFile::open(kShared + "/models/README.md");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("magic"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("README.md"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda::gguf
