@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test: unit/integration tests through ctest,
+# then a short fuzzing run of the GGUF parser.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+(cd build && ctest --output-on-failure -j2 --timeout 600)
+if [ -x tests/fuzz/run_gguf_fuzz.sh ]; then
+  tests/fuzz/run_gguf_fuzz.sh 30
+fi

@@ -1,0 +1,87 @@
+// `pagoda generate`: one prompt through the engine's step loop, streamed.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+
+namespace pagoda::cli {
+
+int cmd_generate(int argc, char** argv) {
+  CLI::App app("Generate text from a prompt", "generate");
+  std::string model = default_model_path();
+  std::string prompt;
+  int32_t n_predict = 128;
+  int32_t threads = 0;
+  int32_t ctx = 0;
+  double kv_mib = 256;
+  bool ignore_eos = false;
+  int64_t seed = -1;
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
+  app.add_option("-p,--prompt", prompt, "prompt text")->required();
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 24));
+  app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-c,--ctx-size", ctx, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
+  app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
+  app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
+  app.add_option("--top-p", sp.top_p, "top-p");
+  app.add_option("--min-p", sp.min_p, "min-p");
+  app.add_option("--repeat-penalty", sp.repetition_penalty, "repetition penalty");
+  app.add_option("--presence-penalty", sp.presence_penalty, "presence penalty");
+  app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
+  app.add_option("-s,--seed", seed, "random seed (-1 = random)");
+  app.add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-sequence");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
+
+  EngineConfig cfg;
+  cfg.num_threads = threads;
+  cfg.max_model_len = ctx;
+  cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
+  auto engine = Engine::create(model, cfg);
+  if (!engine) {
+    std::fprintf(stderr, "pagoda generate: error: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  Engine& e = **engine;
+  RequestSpec spec;
+  spec.prompt = e.tokenizer().encode(prompt, true, false);
+  spec.max_tokens = n_predict;
+  spec.sampling = sp;
+  spec.ignore_eos = ignore_eos;
+  auto id = e.add_request(std::move(spec));
+  if (!id) {
+    std::fprintf(stderr, "pagoda generate: error: %s\n", id.status().message().c_str());
+    return 1;
+  }
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::fflush(stdout);
+  int64_t n_generated = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (e.has_unfinished()) {
+    for (const auto& o : e.step()) {
+      n_generated += static_cast<int64_t>(o.new_tokens.size());
+      std::fwrite(o.text.data(), 1, o.text.size(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  std::fputc('\n', stdout);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& st = e.stats();
+  std::fprintf(stderr, "\nprefill: %lld tokens in %.3f s (%.2f tok/s)\n",
+               static_cast<long long>(st.num_prompt_tokens_computed), st.prefill_seconds,
+               st.prefill_seconds > 0 ? st.num_prompt_tokens_computed / st.prefill_seconds : 0.0);
+  std::fprintf(stderr, "decode:  %lld tokens in %.3f s (%.2f tok/s)\n",
+               static_cast<long long>(st.num_decode_tokens_computed), st.decode_seconds,
+               st.decode_seconds > 0 ? st.num_decode_tokens_computed / st.decode_seconds : 0.0);
+  std::fprintf(stderr, "total:   %lld tokens generated in %.3f s\n", static_cast<long long>(n_generated), total);
+  return 0;
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,110 @@
+// `pagoda make-model`: write a random-weight llama-family GGUF model.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "model/make_model.h"
+
+namespace pagoda::cli {
+namespace {
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "pagoda make-model: error: %s\n", message.c_str());
+  return code;
+}
+
+int exit_code(const Status& st) { return st.code() == StatusCode::kInvalidArgument ? 2 : 1; }
+
+}  // namespace
+
+int cmd_make_model(int argc, char** argv) {
+  std::string presets;
+  for (const auto& n : model_preset_names()) {
+    if (!presets.empty()) presets += ", ";
+    presets += n;
+  }
+
+  CLI::App app{"Write a random-weight llama-family GGUF model (for tests and benchmarks).",
+               "pagoda make-model"};
+  std::string preset, dtype_name = "f32", out, vocab_from, arch, name;
+  uint64_t seed = 42;
+  bool tied = false;
+  int threads = 0;
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, n_ctx = 0;
+  double rope_base = 0;
+  app.add_option("--preset", preset, "model shape: " + presets)->required();
+  app.add_option("--dtype", dtype_name,
+                 "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k")
+      ->capture_default_str();
+  app.add_option("-o,--output", out, "output GGUF file")->required();
+  app.add_option("--vocab-from", vocab_from,
+                 "copy the tokenizer of this GGUF file (sets n_vocab); default: a built-in byte-level BPE");
+  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--arch", arch, "architecture: llama or qwen2 (default: llama)");
+  app.add_option("--name", name, "general.name (default: pagoda-random-<preset>)");
+  app.add_flag("--tied", tied, "tied embeddings: no output.weight");
+  app.add_option("--threads", threads, "worker threads (default: physical cores)");
+  auto* g = app.add_option_group("shape overrides");
+  g->add_option("--n-layer", n_layer, "number of layers");
+  g->add_option("--n-embd", n_embd, "embedding width");
+  g->add_option("--n-head", n_head, "attention heads");
+  g->add_option("--n-head-kv", n_head_kv, "key/value heads");
+  g->add_option("--n-ff", n_ff, "feed-forward width");
+  g->add_option("--n-vocab", n_vocab, "vocabulary size (built-in vocabulary only)");
+  g->add_option("--ctx", n_ctx, "context length");
+  g->add_option("--rope-base", rope_base, "RoPE frequency base");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "pagoda make-model: error: %s\nRun 'pagoda make-model --help' for the options.\n",
+                 e.what());
+    return 2;
+  }
+
+  auto shape = model_preset(preset);
+  if (!shape.is_ok()) return fail(shape.status().message(), 2);
+  MakeModelOptions opts;
+  opts.shape = shape.value();
+  if (!arch.empty()) {
+    Status st = set_model_arch(&opts.shape, arch);
+    if (!st.is_ok()) return fail(st.message(), 2);
+  }
+  auto dtype = make_model_dtype(dtype_name);
+  if (!dtype.is_ok()) return fail(dtype.status().message(), 2);
+  opts.dtype = dtype.value();
+  const std::pair<const char*, int64_t*> overrides[] = {
+      {"--n-layer", &n_layer}, {"--n-embd", &n_embd}, {"--n-head", &n_head}, {"--n-head-kv", &n_head_kv},
+      {"--n-ff", &n_ff},       {"--n-vocab", &n_vocab}, {"--ctx", &n_ctx}};
+  int64_t* fields[] = {&opts.shape.n_layer, &opts.shape.n_embd, &opts.shape.n_head, &opts.shape.n_head_kv,
+                       &opts.shape.n_ff,    &opts.shape.n_vocab, &opts.shape.n_ctx};
+  for (size_t k = 0; k < std::size(overrides); ++k) {
+    if (app.count(overrides[k].first)) *fields[k] = *overrides[k].second;
+  }
+  if (app.count("--n-vocab") && !vocab_from.empty()) {
+    return fail("--n-vocab and --vocab-from conflict: the vocabulary file sets the size", 2);
+  }
+  if (app.count("--rope-base")) opts.shape.rope_freq_base = rope_base;
+  opts.seed = seed;
+  opts.tied_embeddings = tied;
+  opts.vocab_from = vocab_from;
+  opts.name = name.empty() ? "pagoda-random-" + preset : name;
+  opts.num_threads = threads;
+
+  const auto start = std::chrono::steady_clock::now();
+  auto plan = make_model(opts, out);
+  if (!plan.is_ok()) return fail(plan.status().message(), exit_code(plan.status()));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& note : plan->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  std::printf("wrote %s: %s, %lld layers, %.2fM params, %s, %.1f MiB of weights in %.2f s\n", out.c_str(),
+              opts.shape.arch.c_str(), static_cast<long long>(opts.shape.n_layer), plan->num_params / 1e6,
+              std::string(dtype_name).c_str(), plan->num_bytes / 1048576.0, secs);
+  return 0;
+}
+
+}  // namespace pagoda::cli

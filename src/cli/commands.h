@@ -1,0 +1,11 @@
+// The `pagoda` subcommands. Each returns the process exit code; bad input
+// prints a clear message to stderr and returns non-zero, never crashes.
+#pragma once
+
+namespace pagoda::cli {
+
+int cmd_generate(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_make_model(int argc, char** argv);
+
+}  // namespace pagoda::cli

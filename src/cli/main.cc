@@ -1,0 +1,53 @@
+// `pagoda <command> [flags]`: dispatch to one subcommand.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"generate", pagoda::cli::cmd_generate, "generate text from a prompt"},
+    {"tokenize", pagoda::cli::cmd_tokenize, "print the token ids of a text"},
+    {"make-model", pagoda::cli::cmd_make_model, "write a random-weight GGUF model"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: pagoda <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.help);
+  std::fprintf(out, "\nRun 'pagoda <command> --help' for the options of one command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (!std::strcmp(argv[1], c.name)) {
+      try {
+        // Subcommands see argv[0] = "pagoda <name>" style: shift by one.
+        return c.fn(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "pagoda %s: error: %s\n", c.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "pagoda: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

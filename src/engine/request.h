@@ -1,0 +1,46 @@
+// What a client asks of the engine, and what it gets back each step.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sample/sampler.h"
+#include "sched/sequence.h"
+
+namespace pagoda {
+
+struct RequestSpec {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;  // stop strings (not included in the text)
+  int32_t priority = 0;           // lower runs first under the priority policy
+};
+
+// Per-request latency figures, seconds on the engine clock.
+struct RequestTiming {
+  double arrival = 0;
+  double first_scheduled = -1;
+  double first_token = -1;
+  double last_token = -1;
+  double queue_time() const { return first_scheduled < 0 ? 0 : first_scheduled - arrival; }
+  double ttft() const { return first_token < 0 ? 0 : first_token - arrival; }
+};
+
+struct RequestOutput {
+  RequestId id;
+  std::vector<int32_t> new_tokens;
+  std::vector<SampleResult> samples;  // one per new token (logprobs)
+  std::string text;                   // UTF-8-complete text delta, stop strings cut
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;                  // set when finish_reason == kError
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;      // prompt tokens served from the prefix cache
+  RequestTiming timing;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,174 @@
+// Internal to attention.cc: the two inner loops of paged attention per
+// instruction set. Each Ops struct provides
+//   dot_keys(q, keys, n, hd, s):        s[j] = dot(q, keys[j]) for j < n
+//   weighted_sum(acc, c, p, vals, n, hd): acc = c * acc + sum_j p[j] * vals[j]
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__AVX2__) && defined(__FMA__)
+// GCC 12 reports false "may be used uninitialized" warnings inside the
+// intrinsic headers' cast/extract helpers (their deliberate undefined values).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace pagoda::kernels::attention_internal {
+
+struct ScalarOps {
+  static constexpr const char* kName = "scalar";
+  static void dot_keys(const float* q, const float* const* keys, int32_t n, int32_t hd, float* s) {
+    for (int32_t j = 0; j < n; ++j) {
+      float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int32_t d = 0;
+      for (; d + 4 <= hd; d += 4) {
+        a0 += q[d] * keys[j][d];
+        a1 += q[d + 1] * keys[j][d + 1];
+        a2 += q[d + 2] * keys[j][d + 2];
+        a3 += q[d + 3] * keys[j][d + 3];
+      }
+      for (; d < hd; ++d) a0 += q[d] * keys[j][d];
+      s[j] = (a0 + a1) + (a2 + a3);
+    }
+  }
+  static void weighted_sum(float* acc, float c, const float* p, const float* const* vals, int32_t n, int32_t hd) {
+    for (int32_t d = 0; d < hd; ++d) {
+      float a = acc[d] * c;
+      for (int32_t j = 0; j < n; ++j) a += p[j] * vals[j][d];
+      acc[d] = a;
+    }
+  }
+};
+
+// SIMD versions are written once over a vector-traits type V:
+//   V::kWidth lanes; load/store of a full vector; load_part/store_part of the
+//   first `rem` lanes (0 < rem <= kWidth); fma, mul, set1, zero, hsum.
+template <class V>
+struct SimdOps {
+  using Vec = typename V::Vec;
+  static constexpr int32_t kW = V::kWidth;
+
+  // s[j..j+kKeys) for kKeys keys at once: independent FMA chains, q loaded once.
+  template <int kKeys>
+  static void dot_block(const float* q, const float* const* keys, int32_t hd, float* s) {
+    Vec a[kKeys];
+    for (int k = 0; k < kKeys; ++k) a[k] = V::zero();
+    int32_t d = 0;
+    for (; d + kW <= hd; d += kW) {
+      const Vec x = V::load(q + d);
+      for (int k = 0; k < kKeys; ++k) a[k] = V::fma(x, V::load(keys[k] + d), a[k]);
+    }
+    if (d < hd) {
+      const Vec x = V::load_part(q + d, hd - d);
+      for (int k = 0; k < kKeys; ++k) a[k] = V::fma(x, V::load_part(keys[k] + d, hd - d), a[k]);
+    }
+    for (int k = 0; k < kKeys; ++k) s[k] = V::hsum(a[k]);
+  }
+  static void dot_keys(const float* q, const float* const* keys, int32_t n, int32_t hd, float* s) {
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) dot_block<8>(q, keys + j, hd, s + j);
+    if (j + 4 <= n) {
+      dot_block<4>(q, keys + j, hd, s + j);
+      j += 4;
+    }
+    for (; j < n; ++j) dot_block<1>(q, keys + j, hd, s + j);
+  }
+
+  // acc[d0 .. d0 + kChunks*kW) (the last chunk holding `last` lanes) kept in
+  // registers across all n keys, so the FMAs are independent.
+  template <int kChunks>
+  static void weighted_block(float* acc, Vec vc, const float* p, const float* const* vals, int32_t n, int32_t d0,
+                             int32_t last) {
+    constexpr int kFull = kChunks - 1;
+    const bool partial = last < kW;
+    Vec a[kChunks];
+    for (int c = 0; c < kFull; ++c) a[c] = V::mul(V::load(acc + d0 + c * kW), vc);
+    a[kFull] = V::mul(partial ? V::load_part(acc + d0 + kFull * kW, last) : V::load(acc + d0 + kFull * kW), vc);
+    for (int32_t j = 0; j < n; ++j) {
+      const Vec pj = V::set1(p[j]);
+      const float* v = vals[j] + d0;
+      for (int c = 0; c < kFull; ++c) a[c] = V::fma(pj, V::load(v + c * kW), a[c]);
+      a[kFull] = V::fma(pj, partial ? V::load_part(v + kFull * kW, last) : V::load(v + kFull * kW), a[kFull]);
+    }
+    for (int c = 0; c < kFull; ++c) V::store(acc + d0 + c * kW, a[c]);
+    if (partial) {
+      V::store_part(acc + d0 + kFull * kW, a[kFull], last);
+    } else {
+      V::store(acc + d0 + kFull * kW, a[kFull]);
+    }
+  }
+  static void weighted_sum(float* acc, float c, const float* p, const float* const* vals, int32_t n, int32_t hd) {
+    const Vec vc = V::set1(c);
+    for (int32_t d0 = 0; d0 < hd; d0 += 8 * kW) {
+      const int32_t rem = std::min(hd - d0, 8 * kW);
+      const int32_t chunks = (rem + kW - 1) / kW;
+      const int32_t last = rem - (chunks - 1) * kW;
+      switch (chunks) {
+        case 1: weighted_block<1>(acc, vc, p, vals, n, d0, last); break;
+        case 2: weighted_block<2>(acc, vc, p, vals, n, d0, last); break;
+        case 3: weighted_block<3>(acc, vc, p, vals, n, d0, last); break;
+        case 4: weighted_block<4>(acc, vc, p, vals, n, d0, last); break;
+        case 5: weighted_block<5>(acc, vc, p, vals, n, d0, last); break;
+        case 6: weighted_block<6>(acc, vc, p, vals, n, d0, last); break;
+        case 7: weighted_block<7>(acc, vc, p, vals, n, d0, last); break;
+        default: weighted_block<8>(acc, vc, p, vals, n, d0, last); break;
+      }
+    }
+  }
+};
+
+#if defined(__AVX2__) && defined(__FMA__)
+struct Avx2Vec {
+  using Vec = __m256;
+  static constexpr int32_t kWidth = 8;
+  static __m256i mask(int32_t rem) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec load_part(const float* p, int32_t rem) { return _mm256_maskload_ps(p, mask(rem)); }
+  static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static void store_part(float* p, Vec v, int32_t rem) { _mm256_maskstore_ps(p, mask(rem), v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec set1(float x) { return _mm256_set1_ps(x); }
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static float hsum(Vec v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+struct Avx2Ops : SimdOps<Avx2Vec> {};
+#endif
+
+#if defined(__AVX512F__)
+struct Avx512Vec {
+  using Vec = __m512;
+  static constexpr int32_t kWidth = 16;
+  static __mmask16 mask(int32_t rem) { return static_cast<__mmask16>((1u << rem) - 1u); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec load_part(const float* p, int32_t rem) { return _mm512_maskz_loadu_ps(mask(rem), p); }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void store_part(float* p, Vec v, int32_t rem) { _mm512_mask_storeu_ps(p, mask(rem), v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec set1(float x) { return _mm512_set1_ps(x); }
+  static Vec zero() { return _mm512_setzero_ps(); }
+  // Not _mm512_reduce_add_ps: GCC 12 warns about an uninitialized temporary in it.
+  static float hsum(Vec v) {
+    __m512 t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    __m128 s = _mm_add_ps(_mm512_castps512_ps128(t), _mm256_extractf128_ps(_mm512_castps512_ps256(t), 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+struct Avx512Ops : SimdOps<Avx512Vec> {};
+#endif
+
+}  // namespace pagoda::kernels::attention_internal

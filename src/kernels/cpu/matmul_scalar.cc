@@ -1,0 +1,223 @@
+// Portable scalar matmul kernels. For the quantized types this is the
+// integer reference of the exact algorithm the SIMD paths use (activations
+// in 8-bit blocks, integer block dots, the same float scaling), so the SIMD
+// paths can be checked against it to near bit-exactness.
+#include <cstring>
+#include <type_traits>
+
+#include "core/fp16.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/ref/blocks.h"
+
+namespace pagoda::kernels::cpu {
+namespace {
+
+using namespace pagoda::ref;
+
+// Legacy 32-blocks as w = dw * q + cw with integer q.
+struct Ints32 {
+  int q[32];
+  float dw, cw;
+};
+
+void unpack_nibbles(const uint8_t* qs, int* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = qs[j] & 0xF;
+    q[j + 16] = qs[j] >> 4;
+  }
+}
+
+void add_high_bit(const uint8_t* qh_bytes, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 32; ++j) q[j] |= static_cast<int>((qh >> j) & 1u) << 4;
+}
+
+void to_ints(const BlockQ8_0& b, Ints32* o) {
+  for (int j = 0; j < 32; ++j) o->q[j] = b.qs[j];
+  o->dw = fp16_to_fp32(b.d);
+  o->cw = 0;
+}
+void to_ints(const BlockQ4_0& b, Ints32* o) {
+  unpack_nibbles(b.qs, o->q);
+  o->dw = fp16_to_fp32(b.d);
+  o->cw = -8 * o->dw;
+}
+void to_ints(const BlockQ4_1& b, Ints32* o) {
+  unpack_nibbles(b.qs, o->q);
+  o->dw = fp16_to_fp32(b.d);
+  o->cw = fp16_to_fp32(b.m);
+}
+void to_ints(const BlockQ5_0& b, Ints32* o) {
+  unpack_nibbles(b.qs, o->q);
+  add_high_bit(b.qh, o->q);
+  o->dw = fp16_to_fp32(b.d);
+  o->cw = -16 * o->dw;
+}
+void to_ints(const BlockQ5_1& b, Ints32* o) {
+  unpack_nibbles(b.qs, o->q);
+  add_high_bit(b.qh, o->q);
+  o->dw = fp16_to_fp32(b.d);
+  o->cw = fp16_to_fp32(b.m);
+}
+
+template <class Block>
+float dot_legacy(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / 32;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  const float* xd = a.act.d + t * nb;
+  const float* xs = a.act.s + t * nb;
+  float sum = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    Block blk;
+    std::memcpy(&blk, row + b * sizeof(Block), sizeof(Block));
+    Ints32 w;
+    to_ints(blk, &w);
+    int dot = 0;
+    for (int j = 0; j < 32; ++j) dot += w.q[j] * xq[b * 32 + j];
+    sum += w.dw * xd[b] * static_cast<float>(dot) + w.cw * xs[b];
+  }
+  return sum;
+}
+
+// K-quants: integer q per element and integer sub-block scales.
+void k4_ints(const BlockQ4_K& b, int* q) {
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] = b.qs[32 * c + l] & 0xF;
+      q[64 * c + l + 32] = b.qs[32 * c + l] >> 4;
+    }
+}
+void k5_ints(const BlockQ5_K& b, int* q) {
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] = (b.qs[32 * c + l] & 0xF) | (((b.qh[l] >> (2 * c)) & 1) << 4);
+      q[64 * c + l + 32] = (b.qs[32 * c + l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
+    }
+}
+
+template <class Block>
+float dot_k45(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / kQK_K;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  const float* xd = a.act.d + t * nb;
+  const int16_t* bs = a.act.bsums + t * (a.n_in / kActSumGroup);
+  float sum = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    Block blk;
+    std::memcpy(&blk, row + b * sizeof(Block), sizeof(Block));
+    int q[kQK_K];
+    if constexpr (std::is_same_v<Block, BlockQ4_K>) k4_ints(blk, q); else k5_ints(blk, q);
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, blk.scales, &sc, &m);
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) dot += q[32 * j + l] * xq[b * kQK_K + 32 * j + l];
+      sumi += sc * dot;
+      summ += m * (bs[b * 16 + 2 * j] + bs[b * 16 + 2 * j + 1]);
+    }
+    sum += fp16_to_fp32(blk.d) * xd[b] * static_cast<float>(sumi) -
+           fp16_to_fp32(blk.dmin) * xd[b] * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+float dot_q6_k(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / kQK_K;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  const float* xd = a.act.d + t * nb;
+  const int16_t* bs = a.act.bsums + t * (a.n_in / kActSumGroup);
+  float sum = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_K blk;
+    std::memcpy(&blk, row + b * sizeof(BlockQ6_K), sizeof(BlockQ6_K));
+    int q[kQK_K];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = blk.ql + 64 * h;
+      const uint8_t* qh = blk.qh + 32 * h;
+      int* o = q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
+        o[l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+        o[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+        o[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      }
+    }
+    int sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) dot += q[16 * j + l] * xq[b * kQK_K + 16 * j + l];
+      sumi += blk.scales[j] * (dot - 32 * bs[b * 16 + j]);
+    }
+    sum += fp16_to_fp32(blk.d) * xd[b] * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+template <class Load>
+float dot_float(const uint8_t* row, const MatmulArgs& a, int64_t t, Load load) {
+  const float* x = a.x + t * a.x_stride;
+  float sum = 0;
+  for (int64_t i = 0; i < a.n_in; ++i) sum += load(row, i) * x[i];
+  return sum;
+}
+
+float load_f32(const uint8_t* p, int64_t i) {
+  float v;
+  std::memcpy(&v, p + 4 * i, 4);
+  return v;
+}
+float load_f16(const uint8_t* p, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, p + 2 * i, 2);
+  return fp16_to_fp32(v);
+}
+float load_bf16(const uint8_t* p, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, p + 2 * i, 2);
+  return bf16_to_fp32(v);
+}
+
+template <float (*Dot)(const uint8_t*, const MatmulArgs&, int64_t)>
+void rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < a.n_tokens; ++t) a.y[t * a.y_stride + r] = Dot(a.w + r * a.row_bytes, a, t);
+}
+
+float dot_f32_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_f32); }
+float dot_f16_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_f16); }
+float dot_bf16_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_bf16); }
+
+float dot_f32_scalar(const float* a, const float* b, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+IsaKernels make_table() {
+  IsaKernels k;
+  auto set = [&](WKind kind, RowsFn fn) { k.rows[static_cast<int>(kind)] = fn; };
+  set(WKind::kF32, rows<dot_f32_row>);
+  set(WKind::kF16, rows<dot_f16_row>);
+  set(WKind::kBF16, rows<dot_bf16_row>);
+  set(WKind::kQ8_0, rows<dot_legacy<BlockQ8_0>>);
+  set(WKind::kQ4_0, rows<dot_legacy<BlockQ4_0>>);
+  set(WKind::kQ4_1, rows<dot_legacy<BlockQ4_1>>);
+  set(WKind::kQ5_0, rows<dot_legacy<BlockQ5_0>>);
+  set(WKind::kQ5_1, rows<dot_legacy<BlockQ5_1>>);
+  set(WKind::kQ4_K, rows<dot_k45<BlockQ4_K>>);
+  set(WKind::kQ5_K, rows<dot_k45<BlockQ5_K>>);
+  set(WKind::kQ6_K, rows<dot_q6_k>);
+  k.dot_f32 = dot_f32_scalar;
+  return k;
+}
+
+}  // namespace
+
+const IsaKernels& kernels_scalar() {
+  static const IsaKernels k = make_table();
+  return k;
+}
+
+}  // namespace pagoda::kernels::cpu

@@ -1,0 +1,112 @@
+// Front end of the CPU matmul: picks the ISA table, quantizes activations
+// once per call into a reusable per-calling-thread workspace, and splits
+// output rows across the pool.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/ref/quant_ref.h"
+
+namespace pagoda::kernels {
+namespace {
+
+using cpu::ActFormat;
+using cpu::IsaKernels;
+
+// Grows, never shrinks: no heap traffic once warmed up.
+struct ActWorkspace {
+  std::vector<int8_t> qs;
+  std::vector<float> d, s;
+  std::vector<int16_t> bsums;
+  template <class T>
+  static T* fit(std::vector<T>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+};
+
+ActWorkspace& workspace() {
+  thread_local ActWorkspace ws;
+  return ws;
+}
+
+const IsaKernels& table() { return cpu::kernels_for(cpu::active_isa()); }
+
+// Quantizes every token's activations; tokens split across the pool.
+cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
+                         int64_t n_in, ThreadPool& pool) {
+  ActWorkspace& ws = workspace();
+  const int64_t block = fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32;
+  const int64_t nb = n_in / block;
+  int8_t* qs = ActWorkspace::fit(ws.qs, static_cast<size_t>(n_tokens * n_in));
+  float* d = ActWorkspace::fit(ws.d, static_cast<size_t>(n_tokens * nb));
+  float* s = nullptr;
+  int16_t* bsums = nullptr;
+  if (fmt == ActFormat::kQ8_K) {
+    bsums = ActWorkspace::fit(ws.bsums, static_cast<size_t>(n_tokens * (n_in / cpu::kActSumGroup)));
+  } else {
+    s = ActWorkspace::fit(ws.s, static_cast<size_t>(n_tokens * nb));
+  }
+  auto quantize = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (fmt == ActFormat::kQ8_K) {
+        cpu::quantize_act_q8_k(x + t * x_stride, n_in, qs + t * n_in, d + t * nb,
+                               bsums + t * (n_in / cpu::kActSumGroup));
+      } else {
+        cpu::quantize_act_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb);
+      }
+    }
+  };
+  if (n_tokens == 1 || pool.num_threads() == 1) {
+    quantize(0, n_tokens);
+  } else {
+    pool.parallel_for(n_tokens, quantize);
+  }
+  return {qs, d, s, bsums};
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) { return table().dot_f32(a, b, n); }
+
+void get_row(const WeightView& w, int64_t row, float* dst) {
+  const auto* base = static_cast<const uint8_t*>(w.data) + row * w.row_bytes();
+  ref::dequantize_row(w.type, base, dst, w.n_in);
+}
+
+void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+            int64_t y_stride, ThreadPool& pool) {
+  if (n_tokens <= 0 || w.n_out <= 0) return;
+  const int kind = cpu::wkind_of(w.type);
+  PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
+  const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
+  cpu::MatmulArgs args;
+  args.w = static_cast<const uint8_t*>(w.data);
+  args.row_bytes = w.row_bytes();
+  args.n_in = w.n_in;
+  args.x = x;
+  args.x_stride = x_stride;
+  args.n_tokens = n_tokens;
+  args.y = y;
+  args.y_stride = y_stride;
+  if (fmt != ActFormat::kFloat) args.act = quantize_acts(fmt, x, x_stride, n_tokens, w.n_in, pool);
+  const cpu::RowsFn rows = table().rows[kind];
+  const int64_t n_out = w.n_out;
+  if (pool.num_threads() == 1 || n_out < 2) {
+    rows(args, 0, n_out);
+    return;
+  }
+  // Contiguous row ranges, multiples of 4 rows so prefill tiles stay whole.
+  pool.run([&](int ti, int nt) {
+    const int64_t chunk = (n_out + nt - 1) / nt;
+    const int64_t aligned = (chunk + 3) / 4 * 4;
+    const int64_t r0 = std::min<int64_t>(n_out, ti * aligned);
+    const int64_t r1 = std::min<int64_t>(n_out, r0 + aligned);
+    if (r0 < r1) rows(args, r0, r1);
+  });
+}
+
+}  // namespace pagoda::kernels

@@ -1,0 +1,44 @@
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace pagoda::kernels {
+
+void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
+}
+
+void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
+  const int32_t half = p.rot_dim / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    double theta = pos * p.freq_scale * std::pow(static_cast<double>(p.freq_base),
+                                                 -2.0 * i / p.rot_dim);
+    if (p.freq_factors) theta /= p.freq_factors[i];
+    const float c = static_cast<float>(std::cos(theta));
+    const float s = static_cast<float>(std::sin(theta));
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      const int32_t a = p.style == RopeStyle::kInterleaved ? 2 * i : i;
+      const int32_t b = p.style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_inplace(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+}  // namespace pagoda::kernels

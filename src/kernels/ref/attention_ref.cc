@@ -1,0 +1,56 @@
+#include "kernels/ref/attention_ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+
+namespace pagoda::ref {
+
+void paged_attention(const kernels::PagedKVView& kv, const int32_t* block_table, int32_t kv_len, const float* q,
+                     int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
+                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end) {
+  PAGODA_CHECK(kv.num_kv_heads > 0 && n_heads % kv.num_kv_heads == 0);
+  PAGODA_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= kv.num_kv_heads);
+  const int32_t group = n_heads / kv.num_kv_heads;
+  const int32_t hd = kv.head_dim;
+  const int32_t bs = kv.block_size;
+  auto key_offset = [&](int32_t kvh, int32_t j) {
+    return static_cast<size_t>(block_table[j / bs]) * kv.block_stride +
+           (static_cast<size_t>(kvh) * bs + j % bs) * hd;
+  };
+  std::vector<double> scores;
+  std::vector<double> acc(hd);
+  for (int32_t i = 0; i < n_q; ++i) {
+    PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
+    const int32_t n_keys = q_pos[i] + 1;
+    scores.resize(n_keys);
+    for (int32_t h = kv_head_begin * group; h < kv_head_end * group; ++h) {
+      const int32_t kvh = h / group;
+      const float* qh = q + i * q_stride + static_cast<int64_t>(h) * hd;
+      double max_score = -INFINITY;
+      for (int32_t j = 0; j < n_keys; ++j) {
+        const float* k = kv.k + key_offset(kvh, j);
+        double dot = 0;
+        for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
+        scores[j] = dot * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double sum = 0;
+      for (double& s : scores) {
+        s = std::exp(s - max_score);
+        sum += s;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int32_t j = 0; j < n_keys; ++j) {
+        const float* v = kv.v + key_offset(kvh, j);
+        for (int32_t d = 0; d < hd; ++d) acc[d] += scores[j] * v[d];
+      }
+      float* oh = out + i * out_stride + static_cast<int64_t>(h) * hd;
+      for (int32_t d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d] / sum);
+    }
+  }
+}
+
+}  // namespace pagoda::ref

@@ -1,0 +1,47 @@
+// Fixed-size KV blocks: a ref-counted pool with a LIFO free list. A block is
+// either free (ref 0, on the free list) or referenced by its holders
+// (sequences' block tables, later the prefix cache).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/status.h"
+
+namespace pagoda {
+
+// Index of a block in the pool (and in KVStorage). A distinct type so it
+// cannot be swapped with token counts or positions by mistake.
+struct BlockId {
+  int32_t value = -1;
+  bool operator==(const BlockId&) const = default;
+};
+
+class BlockPool {
+ public:
+  explicit BlockPool(int32_t num_blocks);
+
+  // Takes a free block and gives it ref count 1; nullopt when none is free.
+  std::optional<BlockId> allocate();
+  // Adds a holder to a referenced block (CHECKs that it is not free).
+  void incref(BlockId id);
+  // Drops a holder; the block returns to the free list at 0. CHECKs on a
+  // free block (a double free is a bug in the caller).
+  void decref(BlockId id);
+
+  int32_t ref_count(BlockId id) const;
+  int32_t num_free() const { return static_cast<int32_t>(free_list_.size()); }
+  int32_t num_blocks() const { return static_cast<int32_t>(ref_counts_.size()); }
+
+  // Every block is free xor referenced; the free list has no duplicates.
+  Status check_invariants() const;
+
+ private:
+  void check_id(BlockId id) const;
+
+  std::vector<int32_t> ref_counts_;
+  std::vector<int32_t> free_list_;  // back() is handed out next
+};
+
+}  // namespace pagoda

@@ -1,0 +1,216 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "core/check.h"
+
+namespace pagoda {
+
+KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, int32_t num_host_blocks)
+    : block_size_(block_size), pool_(num_blocks), host_pool_(num_host_blocks) {
+  PAGODA_CHECK(validate_config(num_blocks, block_size).is_ok());
+}
+
+Status KVCacheManager::validate_config(int64_t num_blocks, int64_t block_size) {
+  if (block_size < 1 || block_size > (1 << 20)) {
+    return invalid_argument("KV block size must be in [1, 1048576], got " + std::to_string(block_size));
+  }
+  if (num_blocks < 0 || num_blocks > INT32_MAX / block_size) {
+    return invalid_argument("number of KV blocks must be in [0, " + std::to_string(INT32_MAX / block_size) +
+                            "] for block size " + std::to_string(block_size) + ", got " +
+                            std::to_string(num_blocks));
+  }
+  return Status::ok();
+}
+
+const KVCacheManager::SeqState& KVCacheManager::state(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  PAGODA_CHECK(it != seqs_.end());
+  return it->second;
+}
+
+int32_t KVCacheManager::num_blocks_needed(SeqId seq, int32_t num_total_tokens) const {
+  PAGODA_CHECK(num_total_tokens >= 0);
+  auto it = seqs_.find(seq);
+  int32_t have = it == seqs_.end() ? 0 : static_cast<int32_t>(it->second.table.size());
+  int32_t want = blocks_for(num_total_tokens);
+  return want > have ? want - have : 0;
+}
+
+bool KVCacheManager::can_allocate(SeqId seq, int32_t num_total_tokens) const {
+  return num_blocks_needed(seq, num_total_tokens) <= pool_.num_free();
+}
+
+bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
+  int32_t need = num_blocks_needed(seq, num_total_tokens);
+  if (need > pool_.num_free()) return false;
+  std::vector<int32_t>& table = seqs_[seq].table;
+  for (int32_t i = 0; i < need; ++i) {
+    std::optional<BlockId> b = pool_.allocate();
+    PAGODA_CHECK(b.has_value());
+    table.push_back(b->value);
+  }
+  return true;
+}
+
+void KVCacheManager::free(SeqId seq) {
+  if (auto sw = swapped_.find(seq); sw != swapped_.end()) {
+    for (int32_t h : sw->second.table) host_pool_.decref(BlockId{h});
+    swapped_.erase(sw);
+  }
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  for (int32_t b : it->second.table) pool_.decref(BlockId{b});
+  seqs_.erase(it);
+}
+
+const std::vector<int32_t>& KVCacheManager::block_table(SeqId seq) const {
+  static const std::vector<int32_t> kEmpty;
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? kEmpty : it->second.table;
+}
+
+int32_t KVCacheManager::capacity(SeqId seq) const {
+  return static_cast<int32_t>(block_table(seq).size()) * block_size_;
+}
+
+int64_t KVCacheManager::slot_of(SeqId seq, int32_t pos) const {
+  const std::vector<int32_t>& table = state(seq).table;
+  PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(table.size()));
+  return static_cast<int64_t>(table[pos / block_size_]) * block_size_ + pos % block_size_;
+}
+
+void KVCacheManager::set_num_tokens(SeqId seq, int32_t n) {
+  auto it = seqs_.find(seq);
+  PAGODA_CHECK(it != seqs_.end());
+  PAGODA_CHECK(n >= 0 && n <= static_cast<int32_t>(it->second.table.size()) * block_size_);
+  it->second.num_tokens = n;
+}
+
+int32_t KVCacheManager::num_tokens(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? 0 : it->second.num_tokens;
+}
+
+void KVCacheManager::fork(SeqId parent, SeqId child) {
+  PAGODA_CHECK(!contains(child));
+  SeqState copy = state(parent);
+  for (int32_t b : copy.table) pool_.incref(BlockId{b});
+  seqs_.emplace(child, std::move(copy));
+}
+
+int32_t KVCacheManager::num_cow_blocks_needed(SeqId seq, int32_t pos_begin, int32_t pos_end) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end() || pos_begin >= pos_end) return 0;
+  const std::vector<int32_t>& table = it->second.table;
+  int32_t first = pos_begin / block_size_;
+  int32_t last = std::min<int32_t>((pos_end - 1) / block_size_, static_cast<int32_t>(table.size()) - 1);
+  int32_t n = 0;
+  for (int32_t i = first; i <= last; ++i) n += pool_.ref_count(BlockId{table[i]}) > 1 ? 1 : 0;
+  return n;
+}
+
+std::optional<std::pair<BlockId, BlockId>> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
+  auto it = seqs_.find(seq);
+  PAGODA_CHECK(it != seqs_.end());
+  std::vector<int32_t>& table = it->second.table;
+  PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(table.size()));
+  int32_t& entry = table[pos / block_size_];
+  BlockId src{entry};
+  if (pool_.ref_count(src) <= 1) return std::nullopt;
+  std::optional<BlockId> dst = pool_.allocate();
+  PAGODA_CHECK(dst.has_value());  // callers ask num_cow_blocks_needed first
+  entry = dst->value;
+  pool_.decref(src);  // stays referenced by the other holders (ref was > 1)
+  return std::make_pair(src, *dst);
+}
+
+double KVCacheManager::utilization() const {
+  if (pool_.num_blocks() == 0) return 0.0;
+  return static_cast<double>(pool_.num_blocks() - pool_.num_free()) / pool_.num_blocks();
+}
+
+double KVCacheManager::kv_waste() const {
+  int64_t allocated = 0;
+  int64_t used = 0;
+  for (const auto& [id, s] : seqs_) {
+    allocated += static_cast<int64_t>(s.table.size()) * block_size_;
+    used += s.num_tokens;
+  }
+  if (allocated == 0) return 0.0;
+  return static_cast<double>(allocated - used) / static_cast<double>(allocated);
+}
+
+Status KVCacheManager::check_invariants() const {
+  PAGODA_RETURN_IF_ERROR(pool_.check_invariants());
+  std::vector<int32_t> holders(pool_.num_blocks(), 0);
+  for (const auto& [id, s] : seqs_) {
+    std::string name = "sequence " + std::to_string(id.value);
+    for (int32_t b : s.table) {
+      if (b < 0 || b >= pool_.num_blocks()) return internal_error(name + " holds invalid block " + std::to_string(b));
+      ++holders[b];
+    }
+    if (s.num_tokens < 0 || s.num_tokens > static_cast<int64_t>(s.table.size()) * block_size_) {
+      return internal_error(name + " has " + std::to_string(s.num_tokens) + " tokens but room for " +
+                            std::to_string(s.table.size() * block_size_));
+    }
+  }
+  for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
+    int32_t rc = pool_.ref_count(BlockId{b});
+    if (rc != holders[b]) {
+      return internal_error("block " + std::to_string(b) + " has ref count " + std::to_string(rc) + " but " +
+                            std::to_string(holders[b]) + " table references" + (rc > holders[b] ? " (leak)" : ""));
+    }
+  }
+  PAGODA_RETURN_IF_ERROR(host_pool_.check_invariants());
+  std::vector<int32_t> host_holders(host_pool_.num_blocks(), 0);
+  for (const auto& [id, s] : swapped_) {
+    if (seqs_.count(id)) return internal_error("sequence " + std::to_string(id.value) + " is both swapped and resident");
+    for (int32_t h : s.table) ++host_holders.at(h);
+  }
+  for (int32_t h = 0; h < host_pool_.num_blocks(); ++h)
+    if (host_pool_.ref_count(BlockId{h}) != host_holders[h])
+      return internal_error("host block " + std::to_string(h) + " ref count does not match swapped tables");
+  return Status::ok();
+}
+
+bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end() || swapped_.count(seq)) return false;
+  SeqState& dev = it->second;
+  if (static_cast<int32_t>(dev.table.size()) > host_pool_.num_free()) return false;
+  SeqState host;
+  host.num_tokens = dev.num_tokens;
+  for (int32_t b : dev.table) {
+    std::optional<BlockId> h = host_pool_.allocate();
+    PAGODA_CHECK(h.has_value());
+    host.table.push_back(h->value);
+    copies->push_back({b, h->value});
+  }
+  free(seq);
+  swapped_.emplace(seq, std::move(host));
+  return true;
+}
+
+bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
+  auto it = swapped_.find(seq);
+  if (it == swapped_.end() || seqs_.count(seq)) return false;
+  SeqState& host = it->second;
+  if (static_cast<int32_t>(host.table.size()) > pool_.num_free()) return false;
+  SeqState dev;
+  dev.num_tokens = host.num_tokens;
+  for (int32_t h : host.table) {
+    std::optional<BlockId> b = pool_.allocate();
+    PAGODA_CHECK(b.has_value());
+    dev.table.push_back(b->value);
+    copies->push_back({h, b->value});
+    host_pool_.decref(BlockId{h});
+  }
+  swapped_.erase(it);
+  seqs_.emplace(seq, std::move(dev));
+  return true;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,127 @@
+// Per-sequence block tables over a ref-counted BlockPool. Answers read-only
+// cost questions (num_blocks_needed, can_allocate) and performs all-or-nothing
+// allocation, so a scheduler can plan without side effects. Blocks are shared
+// by reference count: fork() shares a whole table, prepare_write() does the
+// copy-on-write step; a prefix cache can hold further references later.
+// Not thread-safe: owned and driven by the scheduler thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/block_pool.h"
+
+namespace pagoda {
+
+struct SeqId {
+  int64_t value = -1;
+  auto operator<=>(const SeqId&) const = default;
+};
+
+}  // namespace pagoda
+
+template <>
+struct std::hash<pagoda::SeqId> {
+  size_t operator()(const pagoda::SeqId& s) const noexcept { return std::hash<int64_t>()(s.value); }
+};
+
+namespace pagoda {
+
+// One block copy between tiers (device pool <-> host pool) for swapping.
+struct BlockCopy {
+  int32_t src = -1;
+  int32_t dst = -1;
+};
+
+class KVCacheManager {
+ public:
+  // num_blocks >= 0 and block_size >= 1 (CHECKed; validate user config with
+  // validate_config first).
+  KVCacheManager(int32_t num_blocks, int32_t block_size, int32_t num_host_blocks = 0);
+  static Status validate_config(int64_t num_blocks, int64_t block_size);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t num_free_blocks() const { return pool_.num_free(); }
+  int32_t num_blocks() const { return pool_.num_blocks(); }
+
+  // Extra blocks the sequence needs so that its table holds num_total_tokens
+  // slots (0 if it already does). An unknown sequence has an empty table.
+  int32_t num_blocks_needed(SeqId seq, int32_t num_total_tokens) const;
+  bool can_allocate(SeqId seq, int32_t num_total_tokens) const;
+  // Grows the table to hold num_total_tokens slots (creating the sequence if
+  // new). All-or-nothing: false and no change when the pool lacks blocks.
+  // Never shrinks.
+  bool allocate_slots(SeqId seq, int32_t num_total_tokens);
+  // Releases all of the sequence's blocks; unknown sequences are ignored.
+  void free(SeqId seq);
+
+  bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
+  int32_t num_seqs() const { return static_cast<int32_t>(seqs_.size()); }
+  // Block ids as int32 for kernels. Empty for an unknown sequence.
+  const std::vector<int32_t>& block_table(SeqId seq) const;
+  // Token slots the table holds (blocks * block_size).
+  int32_t capacity(SeqId seq) const;
+  // table[pos / bs] * bs + pos % bs; CHECKs pos < capacity.
+  int64_t slot_of(SeqId seq, int32_t pos) const;
+  // Tokens actually written (for waste stats); CHECKs n <= capacity.
+  void set_num_tokens(SeqId seq, int32_t n);
+  int32_t num_tokens(SeqId seq) const;
+
+  // Shares all of parent's blocks with a new sequence child (incref each);
+  // the child starts with the parent's token count. CHECKs that parent exists
+  // and child does not.
+  void fork(SeqId parent, SeqId child);
+  // Blocks prepare_write would allocate for writes at positions [begin, end)
+  // (one per shared block touched) — ask before writing into forked tables.
+  int32_t num_cow_blocks_needed(SeqId seq, int32_t pos_begin, int32_t pos_end) const;
+  // Copy-on-write: if the block holding pos is shared (ref > 1), allocates a
+  // private block, swaps it into this sequence's table, drops the old
+  // reference and returns (src, dst) so the caller copies the data
+  // (KVStorage::copy_block). nullopt when the block is already private.
+  // CHECKs that a free block exists when one is needed.
+  std::optional<std::pair<BlockId, BlockId>> prepare_write(SeqId seq, int32_t pos);
+
+  // Used blocks / total blocks (0 for an empty pool).
+  double utilization() const;
+  // (allocated slots - used slots) / allocated slots, summed over sequences'
+  // tables (a shared block counts once per table); 0 if nothing allocated.
+  double kv_waste() const;
+
+  // Each block's ref count equals the number of table entries naming it;
+  // every other block is free; token counts fit their tables.
+  Status check_invariants() const;
+
+  // Swap tier (preemption by swapping). swap_out moves a sequence's table to
+  // host blocks: false and no change when the host pool lacks blocks;
+  // otherwise `copies` lists device->host copies to run before reusing the
+  // device blocks. swap_in is the reverse (host->device copies).
+  bool swap_out(SeqId seq, std::vector<BlockCopy>* copies);
+  bool swap_in(SeqId seq, std::vector<BlockCopy>* copies);
+  bool is_swapped(SeqId seq) const { return swapped_.count(seq) != 0; }
+  int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
+  int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
+
+  BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct SeqState {
+    std::vector<int32_t> table;
+    int32_t num_tokens = 0;
+  };
+  const SeqState& state(SeqId seq) const;
+  int32_t blocks_for(int32_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+
+  int32_t block_size_;
+  BlockPool pool_;
+  std::unordered_map<SeqId, SeqState> seqs_;
+  BlockPool host_pool_;
+  std::unordered_map<SeqId, SeqState> swapped_;  // tables of host block ids
+};
+
+}  // namespace pagoda

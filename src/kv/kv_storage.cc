@@ -1,0 +1,119 @@
+#include "kv/kv_storage.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+
+namespace pagoda {
+namespace {
+
+// Anonymous mappings are page aligned (so 64-byte aligned) and zero-filled
+// lazily: a large cache costs nothing until its blocks are written.
+float* map_floats(size_t n) {
+  void* p = mmap(nullptr, std::max<size_t>(n, 1) * sizeof(float), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<float*>(p);
+}
+
+}  // namespace
+
+void KVStorage::Unmap::operator()(float* p) const {
+  if (p != nullptr) munmap(p, std::max<size_t>(num_floats, 1) * sizeof(float));
+}
+
+Status KVStorage::validate(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
+                           int32_t head_dim) {
+  if (num_layers < 1 || num_blocks < 0 || block_size < 1 || num_kv_heads < 1 || head_dim < 1) {
+    return invalid_argument("KV storage shape must be positive: layers=" + std::to_string(num_layers) +
+                            " blocks=" + std::to_string(num_blocks) + " block_size=" + std::to_string(block_size) +
+                            " kv_heads=" + std::to_string(num_kv_heads) + " head_dim=" + std::to_string(head_dim));
+  }
+  // Keep every float index within int64 and the byte count within size_t.
+  long double total = 2.0L * num_layers * num_blocks * block_size * num_kv_heads * head_dim * sizeof(float);
+  if (total > static_cast<long double>(INT64_MAX) / 2) {
+    return invalid_argument("KV storage of " + std::to_string(static_cast<double>(total)) + " bytes is too large");
+  }
+  return Status::ok();
+}
+
+KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
+                     int32_t head_dim, std::nothrow_t)
+    : num_layers_(num_layers),
+      num_blocks_(num_blocks),
+      block_size_(block_size),
+      num_kv_heads_(num_kv_heads),
+      head_dim_(head_dim),
+      block_stride_(static_cast<size_t>(num_kv_heads) * block_size * head_dim),
+      layer_stride_(block_stride_ * num_blocks) {
+  const size_t n = layer_stride_ * num_layers;
+  k_ = std::unique_ptr<float[], Unmap>(map_floats(n), Unmap{n});
+  if (k_ != nullptr) v_ = std::unique_ptr<float[], Unmap>(map_floats(n), Unmap{n});
+}
+
+KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
+                     int32_t head_dim)
+    : KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, std::nothrow) {
+  // A bad shape may have produced a wrapped size above; it is caught here
+  // before the memory is used.
+  PAGODA_CHECK(validate(num_layers, num_blocks, block_size, num_kv_heads, head_dim).is_ok());
+  PAGODA_CHECK(k_ != nullptr && v_ != nullptr);
+}
+
+Result<std::unique_ptr<KVStorage>> KVStorage::create(int32_t num_layers, int32_t num_blocks, int32_t block_size,
+                                                     int32_t num_kv_heads, int32_t head_dim) {
+  PAGODA_RETURN_IF_ERROR(validate(num_layers, num_blocks, block_size, num_kv_heads, head_dim));
+  std::unique_ptr<KVStorage> s(new KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, std::nothrow));
+  if (s->k_ == nullptr || s->v_ == nullptr) {
+    return resource_exhausted("cannot allocate " + std::to_string(s->num_bytes()) + " bytes for the KV cache");
+  }
+  return s;
+}
+
+size_t KVStorage::offset(int32_t layer, int32_t block) const {
+  PAGODA_DCHECK(layer >= 0 && layer < num_layers_ && block >= 0 && block < num_blocks_);
+  return layer_stride_ * layer + block_stride_ * block;
+}
+
+void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const float* v_token) {
+  PAGODA_DCHECK(slot >= 0 && slot < static_cast<int64_t>(num_blocks_) * block_size_);
+  int32_t block = static_cast<int32_t>(slot / block_size_);
+  int32_t off = static_cast<int32_t>(slot % block_size_);
+  float* kb = k_block(layer, block);
+  float* vb = v_block(layer, block);
+  size_t row_bytes = static_cast<size_t>(head_dim_) * sizeof(float);
+  for (int32_t h = 0; h < num_kv_heads_; ++h) {
+    size_t dst = (static_cast<size_t>(h) * block_size_ + off) * head_dim_;
+    std::memcpy(kb + dst, k_token + static_cast<size_t>(h) * head_dim_, row_bytes);
+    std::memcpy(vb + dst, v_token + static_cast<size_t>(h) * head_dim_, row_bytes);
+  }
+}
+
+void KVStorage::copy_block(int32_t src, int32_t dst) {
+  PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
+  if (src == dst) return;
+  size_t bytes = block_stride_ * sizeof(float);
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    std::memcpy(k_block(l, dst), k_block(l, src), bytes);
+    std::memcpy(v_block(l, dst), v_block(l, src), bytes);
+  }
+}
+
+void KVStorage::copy_block_to(int32_t src, KVStorage& d, int32_t dst) const {
+  PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_stride_ == block_stride_);
+  PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < d.num_blocks_);
+  const size_t bytes = block_stride_ * sizeof(float);
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    std::memcpy(d.k_block(l, dst), k_block(l, src), bytes);
+    std::memcpy(d.v_block(l, dst), v_block(l, src), bytes);
+  }
+}
+
+size_t KVStorage::bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim) {
+  return 2 * sizeof(float) * static_cast<size_t>(num_layers) * block_size * num_kv_heads * head_dim;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,79 @@
+// The K/V memory of every layer, in fixed-size blocks (f32 for now). Block
+// layout per layer: [num_kv_heads][block_size][head_dim], head-major so one
+// head's keys within a block are contiguous. K and V live in separate
+// page-aligned (so 64-byte-aligned), lazily zeroed regions of
+// [num_layers][num_blocks][block_stride] floats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+#include "core/status.h"
+
+namespace pagoda {
+
+class KVStorage {
+ public:
+  // CHECKs shapes and allocation; use create() for sizes a user chose.
+  KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim);
+  static Result<std::unique_ptr<KVStorage>> create(int32_t num_layers, int32_t num_blocks, int32_t block_size,
+                                                   int32_t num_kv_heads, int32_t head_dim);
+
+  KVStorage(const KVStorage&) = delete;
+  KVStorage& operator=(const KVStorage&) = delete;
+
+  float* k_block(int32_t layer, int32_t block) { return k_.get() + offset(layer, block); }
+  float* v_block(int32_t layer, int32_t block) { return v_.get() + offset(layer, block); }
+  const float* k_block(int32_t layer, int32_t block) const { return k_.get() + offset(layer, block); }
+  const float* v_block(int32_t layer, int32_t block) const { return v_.get() + offset(layer, block); }
+  const float* k_layer(int32_t layer) const { return k_.get() + offset(layer, 0); }
+  const float* v_layer(int32_t layer) const { return v_.get() + offset(layer, 0); }
+
+  // Floats per block per layer = num_kv_heads * block_size * head_dim.
+  size_t block_stride() const { return block_stride_; }
+
+  // Stores one token: k_token / v_token are [num_kv_heads][head_dim];
+  // slot = block * block_size + offset.
+  void write(int32_t layer, int64_t slot, const float* k_token, const float* v_token);
+  // Copies block src to dst in every layer, K and V (copy-on-write).
+  void copy_block(int32_t src, int32_t dst);
+  // Copies block src of this storage into block dst of another storage of
+  // the same shape (swapping between the device and host tiers).
+  void copy_block_to(int32_t src, KVStorage& dst_storage, int32_t dst) const;
+
+  // K + V bytes of one block over all layers.
+  static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim);
+  size_t num_bytes() const { return 2 * layer_stride_ * num_layers_ * sizeof(float); }
+
+  int32_t num_layers() const { return num_layers_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_kv_heads() const { return num_kv_heads_; }
+  int32_t head_dim() const { return head_dim_; }
+
+ private:
+  struct Unmap {
+    size_t num_floats;
+    void operator()(float* p) const;
+  };
+  // Leaves k_/v_ null when the allocation fails.
+  KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
+            std::nothrow_t);
+  static Status validate(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
+                         int32_t head_dim);
+  size_t offset(int32_t layer, int32_t block) const;
+
+  int32_t num_layers_;
+  int32_t num_blocks_;
+  int32_t block_size_;
+  int32_t num_kv_heads_;
+  int32_t head_dim_;
+  size_t block_stride_;
+  size_t layer_stride_;
+  std::unique_ptr<float[], Unmap> k_;
+  std::unique_ptr<float[], Unmap> v_;
+};
+
+}  // namespace pagoda

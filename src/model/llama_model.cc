@@ -1,0 +1,188 @@
+#include "model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/fp16.h"
+#include "kernels/attention.h"
+
+namespace pagoda {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file) {
+  PAGODA_ASSIGN_OR_RETURN(ModelConfig cfg, model_config_from_gguf(file));
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->config_ = cfg;
+
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out,
+                    kernels::WeightView* out) -> Status {
+    const auto* t = file.tensor(name);
+    if (!t) return invalid_argument("model lacks tensor '" + name + "'");
+    if (t->dims.size() != 2 || t->dims[0] != n_in || t->dims[1] != n_out)
+      return invalid_argument("tensor '" + name + "' has shape " + dims_str(t->dims) + ", expected [" +
+                              std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
+    if (!dtype_info(t->type).supported)
+      return unimplemented("tensor '" + name + "' has unsupported type " + std::string(dtype_name(t->type)));
+    *out = {t->type, t->data, n_in, n_out};
+    return Status::ok();
+  };
+  // Norm weights and biases as f32 (copied when the file stores them in f16).
+  auto vector = [&](const std::string& name, int64_t n, const float** out, bool required) -> Status {
+    const auto* t = file.tensor(name);
+    if (!t) return required ? invalid_argument("model lacks tensor '" + name + "'") : Status::ok();
+    if (t->num_elements() != n)
+      return invalid_argument("tensor '" + name + "' has " + std::to_string(t->num_elements()) +
+                              " elements, expected " + std::to_string(n));
+    if (t->type == DType::kF32) {
+      *out = reinterpret_cast<const float*>(t->data);
+      return Status::ok();
+    }
+    if (t->type != DType::kF16 && t->type != DType::kBF16)
+      return unimplemented("tensor '" + name + "' must be f32/f16/bf16");
+    auto& copy = m->f32_copies_.emplace_back(n);
+    const auto* src = reinterpret_cast<const uint16_t*>(t->data);
+    for (int64_t i = 0; i < n; ++i)
+      copy[i] = t->type == DType::kF16 ? fp16_to_fp32(src[i]) : bf16_to_fp32(src[i]);
+    *out = copy.data();
+    return Status::ok();
+  };
+
+  m->f32_copies_.reserve(4 * cfg.n_layer + 4);
+  PAGODA_RETURN_IF_ERROR(matrix("token_embd.weight", cfg.n_embd, cfg.n_vocab, &m->tok_embd_));
+  PAGODA_RETURN_IF_ERROR(vector("output_norm.weight", cfg.n_embd, &m->output_norm_, true));
+  if (file.tensor("output.weight")) {
+    PAGODA_RETURN_IF_ERROR(matrix("output.weight", cfg.n_embd, cfg.n_vocab, &m->output_));
+  } else {
+    m->output_ = m->tok_embd_;  // tied embeddings
+  }
+  PAGODA_RETURN_IF_ERROR(vector("rope_freqs.weight", cfg.rope_dim / 2, &m->rope_freqs_, false));
+  m->layers_.resize(cfg.n_layer);
+  for (int32_t i = 0; i < cfg.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    Layer& l = m->layers_[i];
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm.weight", cfg.n_embd, &l.attn_norm, true));
+    PAGODA_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", cfg.n_embd, &l.ffn_norm, true));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_q.weight", cfg.n_embd, cfg.q_dim(), &l.wq));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.n_embd, cfg.kv_dim(), &l.wk));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.n_embd, cfg.kv_dim(), &l.wv));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_output.weight", cfg.q_dim(), cfg.n_embd, &l.wo));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", cfg.n_embd, cfg.n_ff, &l.w_gate));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.n_embd, cfg.n_ff, &l.w_up));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", cfg.n_ff, cfg.n_embd, &l.w_down));
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
+  }
+  return m;
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t b = output_.row_bytes() * output_.n_out;
+  for (const auto& l : layers_)
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      b += w->row_bytes() * w->n_out;
+  return b;
+}
+
+void LlamaModel::ensure_workspace(int64_t n) {
+  if (n <= ws_.capacity) return;
+  const auto& c = config_;
+  ws_.capacity = n;
+  ws_.x.resize(n * c.n_embd);
+  ws_.h.resize(n * c.n_embd);
+  ws_.q.resize(n * c.q_dim());
+  ws_.k.resize(n * c.kv_dim());
+  ws_.v.resize(n * c.kv_dim());
+  ws_.attn.resize(n * c.q_dim());
+  ws_.gate.resize(n * c.n_ff);
+  ws_.up.resize(n * c.n_ff);
+}
+
+void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool,
+                                 int32_t il) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const Layer& l = layers_[il];
+  for (int64_t t = 0; t < n; ++t)
+    kernels::rms_norm(&ws_.x[t * c.n_embd], l.attn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+  kernels::matmul(l.wq, ws_.h.data(), c.n_embd, n, ws_.q.data(), c.q_dim(), pool);
+  kernels::matmul(l.wk, ws_.h.data(), c.n_embd, n, ws_.k.data(), c.kv_dim(), pool);
+  kernels::matmul(l.wv, ws_.h.data(), c.n_embd, n, ws_.v.data(), c.kv_dim(), pool);
+
+  kernels::RopeParams rp;
+  rp.style = c.rope_style;
+  rp.rot_dim = c.rope_dim;
+  rp.freq_base = c.rope_freq_base;
+  rp.freq_scale = c.rope_freq_scale;
+  rp.freq_factors = rope_freqs_;
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = &ws_.q[t * c.q_dim()];
+    float* k = &ws_.k[t * c.kv_dim()];
+    float* v = &ws_.v[t * c.kv_dim()];
+    if (l.bq) kernels::add_inplace(q, l.bq, c.q_dim());
+    if (l.bk) kernels::add_inplace(k, l.bk, c.kv_dim());
+    if (l.bv) kernels::add_inplace(v, l.bv, c.kv_dim());
+    kernels::rope(q, c.n_head, c.head_dim, batch.positions[t], rp);
+    kernels::rope(k, c.n_head_kv, c.head_dim, batch.positions[t], rp);
+    kv.write(il, batch.slots[t], k, v);
+  }
+
+  kernels::PagedKVView view{kv.k_layer(il), kv.v_layer(il), kv.block_size(), c.n_head_kv,
+                            c.head_dim, kv.block_stride()};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // One work item per (sequence, kv head): GQA groups stay on one thread.
+  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.n_head_kv;
+  pool.run([&](int ti, int nt) {
+    thread_local std::vector<float> scratch;
+    for (int64_t item = ti; item < num_items; item += nt) {
+      const SeqSlice& s = batch.seqs[item / c.n_head_kv];
+      const int32_t head = static_cast<int32_t>(item % c.n_head_kv);
+      const size_t need = kernels::paged_attention_scratch_floats(s.num_tokens, c.n_head, c.head_dim,
+                                                                  kv.block_size());
+      if (scratch.size() < need) scratch.resize(need);
+      kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}],
+                               c.q_dim(), &batch.positions[s.token_begin], s.num_tokens, c.n_head, scale,
+                               &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1,
+                               scratch.data());
+    }
+  });
+  kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.n_embd, pool);
+  kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * c.n_embd);
+}
+
+void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  if (n == 0) return;
+  ensure_workspace(n);
+  for (int64_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], &ws_.x[t * c.n_embd]);
+
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    attention_layer(batch, kv, pool, il);
+    const Layer& l = layers_[il];
+    for (int64_t t = 0; t < n; ++t)
+      kernels::rms_norm(&ws_.x[t * c.n_embd], l.ffn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+    kernels::matmul(l.w_gate, ws_.h.data(), c.n_embd, n, ws_.gate.data(), c.n_ff, pool);
+    kernels::matmul(l.w_up, ws_.h.data(), c.n_embd, n, ws_.up.data(), c.n_ff, pool);
+    kernels::swiglu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * c.n_ff);
+    kernels::matmul(l.w_down, ws_.gate.data(), c.n_ff, n, ws_.h.data(), c.n_embd, pool);
+    kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * c.n_embd);
+  }
+
+  const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::rms_norm(&ws_.x[batch.logit_rows[r] * int64_t{c.n_embd}], output_norm_, &ws_.h[r * c.n_embd],
+                      c.n_embd, c.rms_eps);
+  kernels::matmul(output_, ws_.h.data(), c.n_embd, rows, logits, c.n_vocab, pool);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,59 @@
+// The llama-family decoder (llama 1-3, mistral-style, qwen2): weights bound
+// from GGUF and one forward pass over a flat batch through the paged KV cache.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace pagoda {
+
+class LlamaModel {
+ public:
+  // Binds tensors of `file` (which must outlive the model) with shape checks.
+  static Result<std::unique_ptr<LlamaModel>> load(const gguf::GGUFFile& file);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Computes the batch, writes its K/V into `kv`, and stores the logits of
+  // batch.logit_rows into `logits` ([rows][n_vocab]).
+  void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits);
+
+  // Bytes of weights read per decode step (for bandwidth figures).
+  size_t weight_bytes() const;
+
+ private:
+  struct Layer {
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    kernels::WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
+    const float* bq = nullptr;
+    const float* bk = nullptr;
+    const float* bv = nullptr;
+  };
+  struct Workspace {
+    int64_t capacity = 0;
+    std::vector<float> x, h, q, k, v, attn, gate, up, scratch;
+  };
+
+  LlamaModel() = default;
+  void ensure_workspace(int64_t n_tokens);
+  void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
+
+  ModelConfig config_;
+  kernels::WeightView tok_embd_, output_;
+  const float* output_norm_ = nullptr;
+  const float* rope_freqs_ = nullptr;
+  std::vector<Layer> layers_;
+  std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
+  Workspace ws_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,68 @@
+#include "model/model_config.h"
+
+#include <string>
+
+namespace pagoda {
+namespace {
+
+Status require_int(const gguf::GGUFFile& f, const std::string& key, int32_t* out, bool required = true) {
+  auto v = f.get_int(key);
+  if (!v) {
+    if (!required) return Status::ok();
+    return invalid_argument("model metadata lacks '" + key + "'");
+  }
+  if (*v <= 0 || *v > (1 << 30)) return invalid_argument("model metadata '" + key + "' out of range: " + std::to_string(*v));
+  *out = static_cast<int32_t>(*v);
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) return invalid_argument("not a model file: no 'general.architecture' (a vocabulary-only GGUF?)");
+  c.arch = *arch;
+  if (c.arch != "llama" && c.arch != "qwen2")
+    return unimplemented("unsupported architecture '" + c.arch + "' (supported: llama, qwen2)");
+  c.name = f.get_string("general.name").value_or(c.arch);
+  const std::string p = c.arch + ".";
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.n_embd));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "block_count", &c.n_layer));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "feed_forward_length", &c.n_ff));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count", &c.n_head));
+  c.n_head_kv = c.n_head;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count_kv", &c.n_head_kv, false));
+  c.n_ctx_train = 2048;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "context_length", &c.n_ctx_train, false));
+  if (c.n_embd % c.n_head != 0) return invalid_argument("embedding_length is not a multiple of head_count");
+  if (c.n_head % c.n_head_kv != 0) return invalid_argument("head_count is not a multiple of head_count_kv");
+  c.head_dim = c.n_embd / c.n_head;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.key_length", &c.head_dim, false));
+  c.rope_dim = c.head_dim;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "rope.dimension_count", &c.rope_dim, false));
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2) return invalid_argument("rope.dimension_count must be even and <= head dim");
+  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
+  if (auto base = f.get_float(p + "rope.freq_base")) c.rope_freq_base = static_cast<float>(*base);
+  if (auto type = f.get_string(p + "rope.scaling.type")) {
+    if (*type == "linear") {
+      if (auto factor = f.get_float(p + "rope.scaling.factor"); factor && *factor > 0)
+        c.rope_freq_scale = static_cast<float>(1.0 / *factor);
+    } else if (*type != "none") {
+      return unimplemented("unsupported rope scaling type '" + *type + "'");
+    }
+  }
+  if (auto scale = f.get_float(p + "rope.scale_linear"); scale && *scale > 0)
+    c.rope_freq_scale = static_cast<float>(1.0 / *scale);
+  if (c.arch == "qwen2") {
+    c.rope_style = kernels::RopeStyle::kHalfSplit;
+    c.has_qkv_bias = true;
+    c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-6));
+  }
+  const auto* tok = f.tensor("token_embd.weight");
+  if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");
+  c.n_vocab = static_cast<int32_t>(tok->dims[1]);
+  return c;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,179 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace pagoda {
+
+std::string_view finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager& kv) : config_(config), kv_(kv) {}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  waiting_.push_back(seq);
+}
+
+int32_t Scheduler::num_waiting() const {
+  return static_cast<int32_t>(std::count_if(waiting_.begin(), waiting_.end(),
+                                            [](const Sequence* s) { return !s->swapped; }));
+}
+
+int32_t Scheduler::num_swapped() const { return static_cast<int32_t>(waiting_.size()) - num_waiting(); }
+
+bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) const {
+  // Preempted sequences resume before new ones: they already hold progress.
+  const bool pa = a->num_preemptions > 0 && a->status == SeqStatus::kPreempted;
+  const bool pb = b->num_preemptions > 0 && b->status == SeqStatus::kPreempted;
+  switch (config_.policy) {
+    case SchedPolicy::kPriority:
+      if (a->priority != b->priority) return a->priority < b->priority;
+      break;
+    case SchedPolicy::kSjf: {
+      if (pa != pb) return pa;
+      const bool aged_a = now - a->arrival_time > config_.sjf_aging_s;
+      const bool aged_b = now - b->arrival_time > config_.sjf_aging_s;
+      if (aged_a != aged_b) return aged_a;
+      if (!aged_a && a->num_uncomputed_tokens() != b->num_uncomputed_tokens())
+        return a->num_uncomputed_tokens() < b->num_uncomputed_tokens();
+      break;
+    }
+    case SchedPolicy::kFcfs:
+      if (pa != pb) return pa;
+      break;
+  }
+  if (a->arrival_time != b->arrival_time) return a->arrival_time < b->arrival_time;
+  return a->request_id < b->request_id;
+}
+
+Sequence* Scheduler::pick_victim() const {
+  // The running sequence that would be scheduled last: lowest priority
+  // (priority policy), otherwise the latest arrival.
+  Sequence* victim = nullptr;
+  for (Sequence* s : running_) {
+    if (!victim) {
+      victim = s;
+      continue;
+    }
+    const bool later = config_.policy == SchedPolicy::kPriority && s->priority != victim->priority
+                           ? s->priority > victim->priority
+                           : (s->arrival_time != victim->arrival_time ? s->arrival_time > victim->arrival_time
+                                                                       : victim->request_id < s->request_id);
+    if (later) victim = s;
+  }
+  return victim;
+}
+
+void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  bool swapped = false;
+  if (config_.preempt_mode == PreemptMode::kSwap) {
+    std::vector<BlockCopy> copies;
+    if (kv_.swap_out(seq->seq_id, &copies)) {
+      out.swap_out.insert(out.swap_out.end(), copies.begin(), copies.end());
+      swapped = true;
+    }
+  }
+  if (!swapped) {
+    // Recompute (also the fallback when the host tier is full).
+    kv_.free(seq->seq_id);
+    seq->num_computed_tokens = 0;
+  }
+  seq->swapped = swapped;
+  seq->status = SeqStatus::kPreempted;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_back(seq);
+  out.preempted.push_back(seq);
+}
+
+bool Scheduler::admit(Sequence* seq, int32_t num_new, SchedulerOutput& out) {
+  if (seq->swapped) {
+    std::vector<BlockCopy> copies;
+    if (!kv_.swap_in(seq->seq_id, &copies)) return false;
+    out.swap_in.insert(out.swap_in.end(), copies.begin(), copies.end());
+    seq->swapped = false;
+  }
+  return kv_.allocate_slots(seq->seq_id, seq->num_computed_tokens + num_new);
+}
+
+SchedulerOutput Scheduler::schedule(double now) {
+  SchedulerOutput out;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running sequences: decodes first, then unfinished prefills, each group
+  //    in policy order. Preempt the lowest-ranked running sequence on OOM.
+  std::vector<Sequence*> order = running_;
+  std::stable_sort(order.begin(), order.end(), [&](const Sequence* a, const Sequence* b) {
+    const bool da = a->num_uncomputed_tokens() == 1, db = b->num_uncomputed_tokens() == 1;
+    if (da != db) return da;
+    return waits_before(a, b, now);
+  });
+  for (Sequence* seq : order) {
+    if (budget <= 0) break;
+    if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
+    const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
+    if (num_new <= 0) continue;
+    bool ok = false;
+    while (!(ok = kv_.allocate_slots(seq->seq_id, seq->num_computed_tokens + num_new))) {
+      Sequence* victim = pick_victim();
+      // Never preempt what this step already scheduled; then give up on seq.
+      const bool victim_scheduled = std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                                [&](const ScheduledSeq& s) { return s.seq == victim; });
+      if (victim_scheduled) victim = seq;
+      preempt(victim, out);
+      if (victim == seq) break;
+    }
+    if (!ok) continue;
+    out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens()});
+    budget -= num_new;
+  }
+
+  // 2. Waiting sequences in policy order while budget, seats and blocks last.
+  if (out.preempted.empty()) {
+    std::stable_sort(waiting_.begin(), waiting_.end(),
+                     [&](const Sequence* a, const Sequence* b) { return waits_before(a, b, now); });
+    size_t taken = 0;
+    for (; taken < waiting_.size() && budget > 0 &&
+           static_cast<int32_t>(running_.size()) < config_.max_num_seqs;
+         ++taken) {
+      Sequence* seq = waiting_[taken];
+      const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
+      if (!admit(seq, num_new, out)) break;  // head-of-line: keep the order fair
+      seq->status = SeqStatus::kRunning;
+      running_.push_back(seq);
+      out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens()});
+      budget -= num_new;
+    }
+    waiting_.erase(waiting_.begin(), waiting_.begin() + taken);
+  }
+  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  return out;
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& out) {
+  for (const auto& s : out.scheduled) {
+    s.seq->num_computed_tokens += s.num_new_tokens;
+    kv_.set_num_tokens(s.seq->seq_id, s.seq->num_computed_tokens);
+  }
+}
+
+void Scheduler::finish(Sequence* seq, FinishReason reason) {
+  seq->status = SeqStatus::kFinished;
+  seq->finish_reason = reason;
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  kv_.free(seq->seq_id);
+}
+
+}  // namespace pagoda

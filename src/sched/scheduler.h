@@ -1,0 +1,83 @@
+// The step scheduler (Orca iteration-level batching, Sarathi-Serve chunked
+// prefill, vLLM V1 token budget): each step hands out a token budget to
+// running sequences first (decodes before partial prefills, so a long prompt
+// never stalls them), then to waiting ones, and preempts when KV blocks run
+// out.
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sched/sequence.h"
+
+namespace pagoda {
+
+enum class SchedPolicy {
+  kFcfs,      // arrival order
+  kPriority,  // lower `priority` first, then arrival
+  kSjf,       // shortest remaining prompt first, FCFS once waited > aging bound
+};
+
+enum class PreemptMode {
+  kRecompute,  // drop the K/V, re-prefill prompt + output later
+  kSwap,       // copy the blocks to the host tier and back
+};
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 2048;  // token budget per step
+  int32_t max_num_seqs = 256;             // running sequences at once
+  SchedPolicy policy = SchedPolicy::kFcfs;
+  double sjf_aging_s = 10.0;              // SJF: waiting longer than this goes first
+  PreemptMode preempt_mode = PreemptMode::kRecompute;
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t num_new_tokens = 0;  // compute positions [num_computed, num_computed + num_new)
+  bool needs_sample = false;   // this step reaches the end of the known tokens
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> scheduled;
+  std::vector<Sequence*> preempted;
+  std::vector<BlockCopy> swap_out;  // device -> host copies to run before the step
+  std::vector<BlockCopy> swap_in;   // host -> device copies to run before the step
+  int32_t num_batched_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KVCacheManager& kv);
+
+  void add(Sequence* seq);
+  // `now` is the engine clock in seconds (for SJF aging).
+  SchedulerOutput schedule(double now = 0);
+  // After the step ran: advances num_computed_tokens of every scheduled seq.
+  void on_step_done(const SchedulerOutput& out);
+  // Removes a sequence from the queues and frees its KV blocks.
+  void finish(Sequence* seq, FinishReason reason);
+
+  int32_t num_waiting() const;
+  int32_t num_swapped() const;
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  // True if a orders before b in the waiting queue under the policy.
+  bool waits_before(const Sequence* a, const Sequence* b, double now) const;
+  Sequence* pick_victim() const;
+  void preempt(Sequence* seq, SchedulerOutput& out);
+  bool admit(Sequence* seq, int32_t num_new, SchedulerOutput& out);
+
+  SchedulerConfig config_;
+  KVCacheManager& kv_;
+  std::vector<Sequence*> waiting_;
+  std::vector<Sequence*> running_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,46 @@
+// A request's sequence as the scheduler sees it: its tokens, how many of them
+// have K/V in the cache, and its lifecycle state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+
+namespace pagoda {
+
+struct RequestId {
+  int64_t value = -1;
+  bool operator==(const RequestId&) const = default;
+  auto operator<=>(const RequestId&) const = default;
+};
+
+enum class SeqStatus { kWaiting, kRunning, kPreempted, kFinished };
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+
+std::string_view finish_reason_name(FinishReason r);  // "stop", "length", ...
+
+struct Sequence {
+  RequestId request_id;
+  SeqId seq_id;
+  std::vector<int32_t> tokens;  // prompt followed by output
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed_tokens = 0;  // tokens whose K/V is in the cache
+  int32_t max_total_tokens = 0;     // prompt + max output tokens, capped by the context
+  int32_t priority = 0;             // lower value runs first (vLLM convention)
+  double arrival_time = 0;
+  SeqStatus status = SeqStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_preemptions = 0;
+  bool swapped = false;  // preempted with its K/V in the host tier
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  bool is_finished() const { return status == SeqStatus::kFinished; }
+};
+
+}  // namespace pagoda

@@ -1,0 +1,223 @@
+#include "kv/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace pagoda {
+namespace {
+
+void expect_ok(const KVCacheManager& m) {
+  Status st = m.check_invariants();
+  EXPECT_TRUE(st.is_ok()) << st.message();
+}
+
+TEST(KVCacheManager, AllocateGrowsAndCountsBlocks) {
+  KVCacheManager m(10, 4);
+  SeqId a{1};
+  EXPECT_EQ(m.num_blocks_needed(a, 0), 0);
+  EXPECT_EQ(m.num_blocks_needed(a, 1), 1);
+  EXPECT_EQ(m.num_blocks_needed(a, 4), 1);
+  EXPECT_EQ(m.num_blocks_needed(a, 5), 2);
+  ASSERT_TRUE(m.allocate_slots(a, 5));
+  EXPECT_EQ(m.block_table(a).size(), 2u);
+  EXPECT_EQ(m.capacity(a), 8);
+  EXPECT_EQ(m.num_blocks_needed(a, 8), 0);
+  EXPECT_EQ(m.num_blocks_needed(a, 9), 1);
+  EXPECT_EQ(m.num_blocks_needed(a, 3), 0);  // never shrinks
+  ASSERT_TRUE(m.allocate_slots(a, 3));
+  EXPECT_EQ(m.block_table(a).size(), 2u);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  const std::vector<int32_t>& t = m.block_table(a);
+  EXPECT_EQ(m.slot_of(a, 0), int64_t{t[0]} * 4);
+  EXPECT_EQ(m.slot_of(a, 6), int64_t{t[1]} * 4 + 2);
+  EXPECT_TRUE(m.block_table(SeqId{99}).empty());
+  expect_ok(m);
+  m.free(a);
+  m.free(a);  // unknown now: ignored
+  EXPECT_EQ(m.num_free_blocks(), 10);
+  EXPECT_FALSE(m.contains(a));
+  expect_ok(m);
+}
+
+TEST(KVCacheManager, AllocateIsAllOrNothing) {
+  KVCacheManager m(5, 3);
+  SeqId a{1}, b{2};
+  ASSERT_TRUE(m.allocate_slots(a, 7));  // 3 blocks
+  ASSERT_TRUE(m.allocate_slots(b, 2));  // 1 block
+  const std::vector<int32_t> table_b = m.block_table(b);
+  EXPECT_EQ(m.num_blocks_needed(b, 9), 2);
+  EXPECT_FALSE(m.can_allocate(b, 9));
+  EXPECT_FALSE(m.allocate_slots(b, 9));  // needs 2, 1 free
+  EXPECT_EQ(m.block_table(b), table_b);
+  EXPECT_EQ(m.num_free_blocks(), 1);
+  EXPECT_FALSE(m.allocate_slots(SeqId{3}, 4));  // a new sequence that does not fit is not created
+  EXPECT_FALSE(m.contains(SeqId{3}));
+  EXPECT_TRUE(m.can_allocate(b, 6));
+  EXPECT_TRUE(m.allocate_slots(b, 6));
+  EXPECT_EQ(m.num_free_blocks(), 0);
+  expect_ok(m);
+}
+
+TEST(KVCacheManager, WasteAndUtilizationHandExample) {
+  KVCacheManager m(10, 4);
+  EXPECT_EQ(m.kv_waste(), 0.0);
+  EXPECT_EQ(m.utilization(), 0.0);
+  SeqId a{1}, b{2};
+  ASSERT_TRUE(m.allocate_slots(a, 5));  // 2 blocks = 8 slots
+  ASSERT_TRUE(m.allocate_slots(b, 4));  // 1 block = 4 slots
+  m.set_num_tokens(a, 5);
+  m.set_num_tokens(b, 4);
+  EXPECT_DOUBLE_EQ(m.kv_waste(), 3.0 / 12.0);  // (12 - 9) / 12
+  EXPECT_DOUBLE_EQ(m.utilization(), 3.0 / 10.0);
+  m.set_num_tokens(a, 1);
+  EXPECT_DOUBLE_EQ(m.kv_waste(), 7.0 / 12.0);
+  m.free(b);
+  EXPECT_DOUBLE_EQ(m.kv_waste(), 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(m.utilization(), 2.0 / 10.0);
+}
+
+TEST(KVCacheManager, ForkSharesAndCopyOnWriteSplits) {
+  KVCacheManager m(6, 2);
+  SeqId p{1}, c{2};
+  ASSERT_TRUE(m.allocate_slots(p, 3));  // blocks x, y
+  m.set_num_tokens(p, 3);
+  m.fork(p, c);
+  EXPECT_EQ(m.block_table(c), m.block_table(p));
+  EXPECT_EQ(m.num_tokens(c), 3);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  const BlockId y{m.block_table(p)[1]};
+  EXPECT_EQ(m.pool().ref_count(y), 2);
+  expect_ok(m);
+
+  EXPECT_EQ(m.num_cow_blocks_needed(c, 2, 4), 1);
+  EXPECT_EQ(m.num_cow_blocks_needed(c, 0, 4), 2);
+  auto copy = m.prepare_write(c, 3);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->first, y);
+  EXPECT_NE(copy->second, y);
+  EXPECT_EQ(m.block_table(c)[1], copy->second.value);
+  EXPECT_EQ(m.block_table(p)[1], y.value);
+  EXPECT_EQ(m.pool().ref_count(y), 1);
+  EXPECT_EQ(m.pool().ref_count(copy->second), 1);
+  EXPECT_FALSE(m.prepare_write(c, 2).has_value());  // now private
+  EXPECT_FALSE(m.prepare_write(p, 2).has_value());  // the parent's is private too
+  EXPECT_EQ(m.num_cow_blocks_needed(c, 2, 4), 0);
+  expect_ok(m);
+  m.free(p);
+  m.free(c);
+  EXPECT_EQ(m.num_free_blocks(), 6);
+  expect_ok(m);
+}
+
+TEST(KVCacheManagerDeathTest, MisuseChecks) {
+  KVCacheManager m(2, 4);
+  ASSERT_TRUE(m.allocate_slots(SeqId{1}, 4));
+  EXPECT_DEATH(m.slot_of(SeqId{1}, 4), "CHECK failed");
+  EXPECT_DEATH(m.set_num_tokens(SeqId{1}, 5), "CHECK failed");
+  EXPECT_DEATH(m.fork(SeqId{1}, SeqId{1}), "CHECK failed");
+  EXPECT_DEATH(m.fork(SeqId{7}, SeqId{8}), "CHECK failed");
+  m.fork(SeqId{1}, SeqId{2});
+  ASSERT_TRUE(m.allocate_slots(SeqId{3}, 1));  // pool now empty
+  EXPECT_DEATH(m.prepare_write(SeqId{2}, 0), "CHECK failed");
+}
+
+TEST(KVCacheManager, ValidateConfig) {
+  EXPECT_TRUE(KVCacheManager::validate_config(100, 16).is_ok());
+  EXPECT_FALSE(KVCacheManager::validate_config(100, 0).is_ok());
+  EXPECT_FALSE(KVCacheManager::validate_config(-1, 16).is_ok());
+  EXPECT_FALSE(KVCacheManager::validate_config(int64_t{1} << 40, 16).is_ok());
+}
+
+// Random traces of grow / write / fork / free over a small pool, against a
+// shadow model of every sequence's token contents. A fake cache memory with
+// one int per slot checks that copy-on-write keeps forks isolated.
+TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
+  int64_t num_failed_allocs = 0, num_copies = 0, num_forks = 0;
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937 rng(seed);
+    const int32_t num_blocks = 4 + rng() % 10;
+    const int32_t bs = 1 + rng() % 4;
+    KVCacheManager m(num_blocks, bs);
+    std::vector<int64_t> memory(static_cast<size_t>(num_blocks) * bs, -1);
+    std::map<int64_t, std::vector<int64_t>> shadow;  // seq -> contents of written positions
+    int64_t next_value = 0;
+    auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % n); };
+
+    for (int step = 0; step < 400; ++step) {
+      const SeqId s{pick(6)};
+      const int op = static_cast<int>(pick(5));
+      const bool exists = m.contains(s);
+      if (op == 0) {  // grow
+        const int32_t want = m.capacity(s) + static_cast<int32_t>(pick(2 * bs + 2));
+        const int32_t free_before = m.num_free_blocks();
+        const std::vector<int32_t> table_before = m.block_table(s);
+        const bool predicted = m.can_allocate(s, want);
+        const int32_t need = m.num_blocks_needed(s, want);
+        ASSERT_EQ(m.allocate_slots(s, want), predicted);
+        if (predicted) {
+          ASSERT_EQ(m.num_free_blocks(), free_before - need);
+          ASSERT_GE(m.capacity(s), want);
+          shadow[s.value];  // exists now
+        } else {
+          ++num_failed_allocs;
+          ASSERT_EQ(m.num_free_blocks(), free_before);
+          ASSERT_EQ(m.block_table(s), table_before);
+          ASSERT_EQ(m.contains(s), exists);
+        }
+      } else if (op == 1 && exists) {  // write: append or overwrite
+        std::vector<int64_t>& content = shadow[s.value];
+        const int32_t n = static_cast<int32_t>(content.size());
+        const int32_t pos = pick(2) == 0 && n > 0 ? static_cast<int32_t>(pick(n)) : n;
+        if (pos >= m.capacity(s) || m.num_cow_blocks_needed(s, pos, pos + 1) > m.num_free_blocks()) continue;
+        if (auto copy = m.prepare_write(s, pos)) {
+          ++num_copies;
+          for (int32_t o = 0; o < bs; ++o) memory[copy->second.value * bs + o] = memory[copy->first.value * bs + o];
+        }
+        ASSERT_EQ(m.pool().ref_count(BlockId{m.block_table(s)[pos / bs]}), 1);
+        memory[m.slot_of(s, pos)] = next_value;
+        if (pos == n) content.push_back(next_value);
+        else content[pos] = next_value;
+        ++next_value;
+        m.set_num_tokens(s, static_cast<int32_t>(content.size()));
+      } else if (op == 2 && exists) {  // fork into an unused id
+        const SeqId child{pick(6)};
+        if (m.contains(child)) continue;
+        const int32_t free_before = m.num_free_blocks();
+        m.fork(s, child);
+        ++num_forks;
+        ASSERT_EQ(m.num_free_blocks(), free_before);
+        shadow[child.value] = shadow[s.value];
+      } else if (op == 3) {  // free (also of unknown ids)
+        m.free(s);
+        shadow.erase(s.value);
+      }
+      Status st = m.check_invariants();
+      ASSERT_TRUE(st.is_ok()) << "step " << step << ": " << st.message();
+      for (const auto& [id, content] : shadow) {
+        ASSERT_EQ(m.num_tokens(SeqId{id}), static_cast<int32_t>(content.size()));
+        for (int32_t pos = 0; pos < static_cast<int32_t>(content.size()); ++pos) {
+          ASSERT_EQ(memory[m.slot_of(SeqId{id}, pos)], content[pos]) << "seq " << id << " pos " << pos;
+        }
+      }
+    }
+    for (int64_t id = 0; id < 6; ++id) m.free(SeqId{id});
+    EXPECT_EQ(m.num_free_blocks(), num_blocks);
+    EXPECT_EQ(m.num_seqs(), 0);
+    expect_ok(m);
+  }
+  // The traces must reach the interesting paths.
+  EXPECT_GT(num_failed_allocs, 20);
+  EXPECT_GT(num_copies, 20);
+  EXPECT_GT(num_forks, 20);
+  std::printf("failed allocations %lld, copy-on-write copies %lld, forks %lld\n",
+              static_cast<long long>(num_failed_allocs), static_cast<long long>(num_copies),
+              static_cast<long long>(num_forks));
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,30 @@
+// Shared helpers for tokenizer tests: cached tokenizers of the shared files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gguf/gguf_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::testing_util {
+
+// Loads shared/<rel_path> once per test binary; null (and a test failure) on error.
+inline const Tokenizer* shared_tokenizer(const std::string& rel_path) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto it = cache.find(rel_path);
+  if (it != cache.end()) return it->second.get();
+  const std::string path = std::string(PAGODA_SHARED_DIR) + "/" + rel_path;
+  auto f = gguf::GGUFFile::open(path);
+  EXPECT_TRUE(f.is_ok()) << path << ": " << f.status().message();
+  if (!f.is_ok()) return nullptr;
+  auto t = Tokenizer::from_gguf(**f);
+  EXPECT_TRUE(t.is_ok()) << path << ": " << t.status().message();
+  if (!t.is_ok()) return nullptr;
+  return (cache[rel_path] = std::move(t).value()).get();
+}
+
+}  // namespace pagoda::testing_util
