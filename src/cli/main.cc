@@ -29,6 +29,7 @@ void usage(FILE* out) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
+    std::fprintf(stderr, "pagoda: error: no command given\n\n");
     usage(stderr);
     return 2;
   }
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::fprintf(stderr, "pagoda: unknown command '%s'\n\n", argv[1]);
+  std::fprintf(stderr, "pagoda: error: unknown command '%s'\n\n", argv[1]);
   usage(stderr);
   return 2;
 }

@@ -50,20 +50,35 @@ cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_
   } else {
     s = ActWorkspace::fit(ws.s, static_cast<size_t>(n_tokens * nb));
   }
-  auto quantize = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      if (fmt == ActFormat::kQ8_K) {
-        cpu::quantize_act_q8_k(x + t * x_stride, n_in, qs + t * n_in, d + t * nb,
-                               bsums + t * (n_in / cpu::kActSumGroup));
-      } else {
-        cpu::quantize_act_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb);
+  // One captured pointer keeps the std::function in its small buffer (no
+  // heap allocation per call).
+  struct Job {
+    ActFormat fmt;
+    const float* x;
+    int64_t x_stride, n_in, nb, n_tokens;
+    int8_t* qs;
+    float *d, *s;
+    int16_t* bsums;
+    void operator()(int64_t t0, int64_t t1) const {
+      for (int64_t t = t0; t < t1; ++t) {
+        if (fmt == ActFormat::kQ8_K) {
+          cpu::quantize_act_q8_k(x + t * x_stride, n_in, qs + t * n_in, d + t * nb,
+                                 bsums + t * (n_in / cpu::kActSumGroup));
+        } else {
+          cpu::quantize_act_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb);
+        }
       }
     }
   };
+  const Job job{fmt, x, x_stride, n_in, nb, n_tokens, qs, d, s, bsums};
   if (n_tokens == 1 || pool.num_threads() == 1) {
-    quantize(0, n_tokens);
+    job(0, n_tokens);
   } else {
-    pool.parallel_for(n_tokens, quantize);
+    pool.run([&job](int ti, int nt) {
+      const int64_t chunk = (job.n_tokens + nt - 1) / nt;
+      const int64_t t0 = std::min<int64_t>(job.n_tokens, ti * chunk);
+      job(t0, std::min<int64_t>(job.n_tokens, t0 + chunk));
+    });
   }
   return {qs, d, s, bsums};
 }
@@ -100,12 +115,19 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
     return;
   }
   // Contiguous row ranges, multiples of 4 rows so prefill tiles stay whole.
-  pool.run([&](int ti, int nt) {
-    const int64_t chunk = (n_out + nt - 1) / nt;
+  // One captured pointer: the std::function stays allocation-free.
+  struct Split {
+    const cpu::MatmulArgs* args;
+    cpu::RowsFn rows;
+    int64_t n_out;
+  };
+  const Split split{&args, rows, n_out};
+  pool.run([&split](int ti, int nt) {
+    const int64_t chunk = (split.n_out + nt - 1) / nt;
     const int64_t aligned = (chunk + 3) / 4 * 4;
-    const int64_t r0 = std::min<int64_t>(n_out, ti * aligned);
-    const int64_t r1 = std::min<int64_t>(n_out, r0 + aligned);
-    if (r0 < r1) rows(args, r0, r1);
+    const int64_t r0 = std::min<int64_t>(split.n_out, ti * aligned);
+    const int64_t r1 = std::min<int64_t>(split.n_out, r0 + aligned);
+    if (r0 < r1) split.rows(*split.args, r0, r1);
   });
 }
 

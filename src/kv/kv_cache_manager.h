@@ -103,6 +103,11 @@ class KVCacheManager {
   bool swap_out(SeqId seq, std::vector<BlockCopy>* copies);
   bool swap_in(SeqId seq, std::vector<BlockCopy>* copies);
   bool is_swapped(SeqId seq) const { return swapped_.count(seq) != 0; }
+  // Host blocks a swapped sequence holds (0 if not swapped).
+  int32_t num_swapped_blocks(SeqId seq) const {
+    auto it = swapped_.find(seq);
+    return it == swapped_.end() ? 0 : static_cast<int32_t>(it->second.table.size());
+  }
   int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
   int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
 

@@ -99,6 +99,11 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
 
 bool Scheduler::admit(Sequence* seq, int32_t num_new, SchedulerOutput& out) {
   if (seq->swapped) {
+    // Swap in only if the blocks for this step's tokens fit as well.
+    const int32_t bs = kv_.block_size();
+    const int32_t total = seq->num_computed_tokens + num_new;
+    const int32_t need = std::max(kv_.num_swapped_blocks(seq->seq_id), (total + bs - 1) / bs);
+    if (need > kv_.num_free_blocks()) return false;
     std::vector<BlockCopy> copies;
     if (!kv_.swap_in(seq->seq_id, &copies)) return false;
     out.swap_in.insert(out.swap_in.end(), copies.begin(), copies.end());

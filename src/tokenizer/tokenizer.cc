@@ -201,17 +201,22 @@ std::string_view Tokenizer::token_text(int32_t id) const {
   return vocab_.texts[id];
 }
 
-std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
-  if (id < 0 || id >= vocab_size()) return {};
+const std::string& Tokenizer::piece_ref(int32_t id, bool render_special) const {
+  static const std::string kEmpty;
+  if (id < 0 || id >= vocab_size()) return kEmpty;
   if (render_special && is_control(id)) return vocab_.texts[id];
   return pieces_[id];
+}
+
+std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
+  return piece_ref(id, render_special);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
   std::string out;
   bool strip_space = spm_ && add_space_prefix_;
   for (int32_t id : ids) {
-    const std::string piece = token_to_piece(id, render_special);
+    const std::string& piece = piece_ref(id, render_special);
     if (strip_space && piece.empty() && is_control(id)) continue;  // e.g. BOS before the text
     if (strip_space && !piece.empty() && piece[0] == ' ') {
       out.append(piece, 1, std::string::npos);

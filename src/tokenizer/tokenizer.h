@@ -52,6 +52,7 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   Status init(VocabData v);
+  const std::string& piece_ref(int32_t id, bool render_special) const;
   void encode_text(std::string_view text, bool after_special, std::vector<int32_t>* out) const;
 
   tok::VocabIndex vocab_;

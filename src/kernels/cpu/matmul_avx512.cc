@@ -25,11 +25,16 @@ namespace {
 #include "kernels/cpu/tiles_legacy_inl.h"
 #include "kernels/cpu/tiles_kquant_inl.h"
 #include "kernels/cpu/tiles_float_inl.h"
+#include "kernels/cpu/tiles_legacy512_inl.h"
 // clang-format on
 }  // namespace
 
 const IsaKernels& kernels_avx512() {
-  static const IsaKernels k = make_isa_table();
+  static const IsaKernels k = [] {
+    IsaKernels t = make_isa_table();
+    use_legacy512(t);
+    return t;
+  }();
   return k;
 }
 

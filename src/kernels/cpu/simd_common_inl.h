@@ -87,3 +87,41 @@ void rows_tiled(const MatmulArgs& a, int64_t r0, int64_t r1) {
 }
 
 #define PAGODA_TILED(tile) rows_tiled<tile<1>, tile<2>, tile<3>, tile<4>>
+
+// As rows_tiled, but prefill goes two rows at a time (G* compute rows r and
+// r + 1) so each activation load feeds two weight rows.
+template <TileFn F1, TileFn F2, TileFn F3, TileFn F4, TileFn G1, TileFn G2, TileFn G3, TileFn G4>
+void rows_tiled2(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens == 1) {
+    for (int64_t r = r0; r < r1; ++r) F1(a, r, 0);
+    return;
+  }
+  const int64_t row_block =
+      std::clamp<int64_t>(32768 / static_cast<int64_t>(a.row_bytes + 1), 4, 64) / 2 * 2;
+  for (int64_t rb = r0; rb < r1; rb += row_block) {
+    const int64_t re = std::min(r1, rb + row_block);
+    for (int64_t t = 0; t < a.n_tokens; t += 4) {
+      const int64_t nt = std::min<int64_t>(4, a.n_tokens - t);
+      int64_t r = rb;
+      for (; r + 2 <= re; r += 2) {
+        switch (nt) {
+          case 4: G4(a, r, t); break;
+          case 3: G3(a, r, t); break;
+          case 2: G2(a, r, t); break;
+          default: G1(a, r, t); break;
+        }
+      }
+      if (r < re) {
+        switch (nt) {
+          case 4: F4(a, r, t); break;
+          case 3: F3(a, r, t); break;
+          case 2: F2(a, r, t); break;
+          default: F1(a, r, t); break;
+        }
+      }
+    }
+  }
+}
+
+#define PAGODA_TILED2(tile, tile2) \
+  rows_tiled2<tile<1>, tile<2>, tile<3>, tile<4>, tile2<1>, tile2<2>, tile2<3>, tile2<4>>

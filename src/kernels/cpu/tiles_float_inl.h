@@ -62,38 +62,51 @@ inline float scalar_weight(const uint8_t* p, int bytes, int which) {
   return which == 1 ? h2f(h) : fp32_from_bits(static_cast<uint32_t>(h) << 16);
 }
 
-template <class L, int T>
+// R rows x T tokens: each x vector load feeds R FMAs, each widened weight
+// vector T FMAs.
+template <class L, int T, int R>
 void tile_float(const MatmulArgs& a, int64_t row, int64_t t0) {
-  constexpr int kU = T == 1 ? 4 : 2;
-  const uint8_t* p = a.w + row * a.row_bytes;
+  constexpr int kU = (T == 1 && R == 1) ? 4 : (T * R <= 4 ? 2 : 1);
   const float* x[T];
   for (int t = 0; t < T; ++t) x[t] = a.x + (t0 + t) * a.x_stride;
-  VecF acc[kU][T];
+  const uint8_t* p[R];
+  for (int r = 0; r < R; ++r) p[r] = a.w + (row + r) * a.row_bytes;
+  VecF acc[kU][R][T];
   for (int u = 0; u < kU; ++u)
-    for (int t = 0; t < T; ++t) acc[u][t] = vzero();
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[u][r][t] = vzero();
   const int64_t n = a.n_in;
   int64_t i = 0;
   for (; i + kU * kVecW <= n; i += kU * kVecW)
     for (int u = 0; u < kU; ++u) {
-      const VecF wv = L::load(p + (i + u * kVecW) * L::kBytes);
-      for (int t = 0; t < T; ++t) acc[u][t] = vfma(wv, vloadx(x[t] + i + u * kVecW), acc[u][t]);
+      VecF wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = L::load(p[r] + (i + u * kVecW) * L::kBytes);
+      for (int t = 0; t < T; ++t) {
+        const VecF xv = vloadx(x[t] + i + u * kVecW);
+        for (int r = 0; r < R; ++r) acc[u][r][t] = vfma(wv[r], xv, acc[u][r][t]);
+      }
     }
-  for (; i + kVecW <= n; i += kVecW) {
-    const VecF wv = L::load(p + i * L::kBytes);
-    for (int t = 0; t < T; ++t) acc[0][t] = vfma(wv, vloadx(x[t] + i), acc[0][t]);
-  }
+  for (; i + kVecW <= n; i += kVecW)
+    for (int r = 0; r < R; ++r) {
+      const VecF wv = L::load(p[r] + i * L::kBytes);
+      for (int t = 0; t < T; ++t) acc[0][r][t] = vfma(wv, vloadx(x[t] + i), acc[0][r][t]);
+    }
   constexpr int kWhich = std::is_same_v<L, LoadF16> ? 1 : 2;
-  for (int t = 0; t < T; ++t) {
-    for (int u = 1; u < kU; ++u) acc[0][t] = vadd(acc[0][t], acc[u][t]);
-    float sum = vhsum(acc[0][t]);
-    for (int64_t k = i; k < n; ++k) sum += scalar_weight(p + k * L::kBytes, L::kBytes, kWhich) * x[t][k];
-    a.y[(t0 + t) * a.y_stride + row] = sum;
-  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      for (int u = 1; u < kU; ++u) acc[0][r][t] = vadd(acc[0][r][t], acc[u][r][t]);
+      float sum = vhsum(acc[0][r][t]);
+      for (int64_t k = i; k < n; ++k) sum += scalar_weight(p[r] + k * L::kBytes, L::kBytes, kWhich) * x[t][k];
+      a.y[(t0 + t) * a.y_stride + row + r] = sum;
+    }
 }
 
-template <int T> void tile_f32(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadF32, T>(a, r, t); }
-template <int T> void tile_f16(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadF16, T>(a, r, t); }
-template <int T> void tile_bf16(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadBF16, T>(a, r, t); }
+template <int T> void tile_f32(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadF32, T, 1>(a, r, t); }
+template <int T> void tile_f16(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadF16, T, 1>(a, r, t); }
+template <int T> void tile_bf16(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadBF16, T, 1>(a, r, t); }
+template <int T> void tile2_f32(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadF32, T, 2>(a, r, t); }
+template <int T> void tile2_f16(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadF16, T, 2>(a, r, t); }
+template <int T> void tile2_bf16(const MatmulArgs& a, int64_t r, int64_t t) { tile_float<LoadBF16, T, 2>(a, r, t); }
 
 float dot_f32_simd(const float* a, const float* b, int64_t n) {
   VecF acc[4] = {vzero(), vzero(), vzero(), vzero()};
@@ -109,9 +122,9 @@ float dot_f32_simd(const float* a, const float* b, int64_t n) {
 IsaKernels make_isa_table() {
   IsaKernels k;
   auto set = [&](WKind kind, RowsFn fn) { k.rows[static_cast<int>(kind)] = fn; };
-  set(WKind::kF32, PAGODA_TILED(tile_f32));
-  set(WKind::kF16, PAGODA_TILED(tile_f16));
-  set(WKind::kBF16, PAGODA_TILED(tile_bf16));
+  set(WKind::kF32, PAGODA_TILED2(tile_f32, tile2_f32));
+  set(WKind::kF16, PAGODA_TILED2(tile_f16, tile2_f16));
+  set(WKind::kBF16, PAGODA_TILED2(tile_bf16, tile2_bf16));
   set(WKind::kQ8_0, PAGODA_TILED(tile_q8_0));
   set(WKind::kQ4_0, PAGODA_TILED(tile_q4_0));
   set(WKind::kQ4_1, PAGODA_TILED(tile_q4_1));

@@ -1,0 +1,117 @@
+// The `pagoda` binary end to end: the command-line contracts and clear errors
+// (non-zero exit, a message, never a crash) for malformed invocations.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;    // -1 if killed by a signal
+  std::string out, err;
+};
+
+RunResult run(const std::string& args, const std::string& stdin_text = "") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string err_path = (dir / ("pagoda_cli_err_" + std::to_string(::getpid()))).string();
+  const std::string in_path = (dir / ("pagoda_cli_in_" + std::to_string(::getpid()))).string();
+  std::ofstream(in_path) << stdin_text;
+  const std::string cmd = std::string(PAGODA_BINARY) + " " + args + " <" + in_path + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+const std::string kShared = PAGODA_SHARED_DIR;
+const std::string kStories = kShared + "/models/stories260K.gguf";
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(Cli, GenerateGreedyReproducesReferenceText) {
+  // 200 positions; the 4 prompt tokens after BOS leave 196 new tokens.
+  const auto r = run("generate -m " + kStories + " -p 'Once upon a time' -n 196 --temp 0 -t 2 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto strip = [](std::string s) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  };
+  EXPECT_EQ(strip(r.out), strip(read_file(kShared + "/models/reference-greedy-Once_upon_a_time.txt")));
+  EXPECT_NE(r.err.find("decode:"), std::string::npos);
+}
+
+TEST(Cli, TokenizeVocabOnlyFile) {
+  const auto r = run("tokenize -m " + kShared + "/vocab/ggml-vocab-gpt-2.gguf -p 'Hello world' --ids --no-bos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "15496 995\n");
+  const auto s = run("tokenize -m " + kStories + " --stdin --ids", "Once upon a time");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.out, "1 403 407 261 378\n");
+}
+
+TEST(Cli, MakeModelThenGenerate) {
+  const std::string path = (std::filesystem::temp_directory_path() / "pagoda_cli_tiny_q8.gguf").string();
+  auto r = run("make-model --preset tiny --dtype q8_0 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("generate -m " + path + " -p 'hello' -n 8 --temp 0 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("hello", 0), 0u);
+  std::filesystem::remove(path);
+}
+
+struct BadCase {
+  const char* name;
+  std::string args;
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(CliBadInput, ClearErrorNoCrash) {
+  const auto r = run(GetParam().args);
+  EXPECT_GT(r.exit_code, 0) << "exit code " << r.exit_code << " (-1 = crashed)";
+  EXPECT_NE(r.err.find("rror"), std::string::npos) << "stderr: " << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliBadInput,
+    ::testing::Values(BadCase{"NoCommand", ""}, BadCase{"UnknownCommand", "frobnicate"},
+                      BadCase{"MissingModelFile", "generate -m /nonexistent.gguf -p hi"},
+                      BadCase{"NotAGguf", "generate -m /etc/passwd -p hi"},
+                      BadCase{"DirectoryAsModel", "generate -m /tmp -p hi"},
+                      BadCase{"VocabOnlyAsModel", "generate -m " + kShared + "/vocab/ggml-vocab-gpt-2.gguf -p hi"},
+                      BadCase{"MissingPrompt", "generate -m " + kStories},
+                      BadCase{"ZeroTokens", "generate -m " + kStories + " -p hi -n 0"},
+                      BadCase{"NegativeTemp", "generate -m " + kStories + " -p hi --temp -1"},
+                      BadCase{"BadTopP", "generate -m " + kStories + " -p hi --top-p 1.5"},
+                      BadCase{"NotANumber", "generate -m " + kStories + " -p hi -n many"},
+                      BadCase{"UnknownFlag", "generate -m " + kStories + " -p hi --bogus"},
+                      BadCase{"PromptTooLong", "generate -m " + kStories + " -p hi -c 1"},
+                      BadCase{"TinyKvCache", "generate -m " + kStories + " -p hi --kv-cache-mem 0.001"},
+                      BadCase{"TokenizeNoText", "tokenize -m " + kStories},
+                      BadCase{"TokenizeBadFile", "tokenize -m /nonexistent -p hi"},
+                      BadCase{"MakeModelBadPreset", "make-model --preset huge -o /tmp/x.gguf"},
+                      BadCase{"MakeModelBadDtype", "make-model --preset tiny --dtype q9 -o /tmp/x.gguf"},
+                      BadCase{"MakeModelNoOutput", "make-model --preset tiny"},
+                      BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace

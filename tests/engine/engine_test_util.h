@@ -1,0 +1,48 @@
+// Shared helpers for engine tests: tiny random models made on the fly.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "engine/engine.h"
+#include "model/make_model.h"
+
+namespace pagoda::testing_util {
+
+// Writes (once per process) a tiny random llama model and returns its path.
+inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n_ctx = 4096) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("pagoda_test_" + preset + "_" + std::to_string(n_ctx) + "_" +
+                             std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  if (!std::filesystem::exists(path)) {
+    auto shape = model_preset(preset);
+    EXPECT_TRUE(shape.is_ok());
+    MakeModelOptions opts;
+    opts.shape = shape.value();
+    opts.shape.n_ctx = n_ctx;
+    opts.dtype = DType::kF32;
+    opts.seed = 7;
+    opts.num_threads = 1;
+    auto plan = make_model(opts, path);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+  }
+  return path;
+}
+
+inline std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_bytes, int32_t block_size = 4,
+                                           SchedulerConfig sched = {}, int64_t swap_bytes = 0) {
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  cfg.kv_cache_bytes = kv_bytes;
+  cfg.swap_space_bytes = swap_bytes;
+  cfg.block_size = block_size;
+  cfg.sched = sched;
+  auto e = Engine::create(path, cfg);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return std::move(e).value();
+}
+
+}  // namespace pagoda::testing_util
