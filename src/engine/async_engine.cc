@@ -1,0 +1,160 @@
+#include "engine/async_engine.h"
+
+#include <chrono>
+
+namespace pagoda {
+
+void RequestStream::push(RequestOutput out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = out.finished;
+    queue_.push_back(std::move(out));
+  }
+  cv_.notify_all();
+}
+
+std::optional<RequestOutput> RequestStream::next() {
+  bool timed_out = false;
+  return next_for(-1, &timed_out);
+}
+
+std::optional<RequestOutput> RequestStream::next_for(int timeout_ms, bool* timed_out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  *timed_out = false;
+  auto ready = [&] { return !queue_.empty() || done_; };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, ready);
+  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    *timed_out = true;
+    return std::nullopt;
+  }
+  if (queue_.empty()) return std::nullopt;
+  RequestOutput out = std::move(queue_.front());
+  queue_.pop_front();
+  return out;
+}
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, int32_t max_queue)
+    : engine_(std::move(engine)), max_queue_(max_queue) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() { shutdown(); }
+
+Result<std::shared_ptr<RequestStream>> AsyncEngine::submit(RequestSpec spec) {
+  PAGODA_RETURN_IF_ERROR(engine_->validate(spec));  // reads only immutable config
+  const RequestId id{next_id_.fetch_add(1)};
+  auto stream = std::make_shared<RequestStream>(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Status(StatusCode::kUnavailable, "the server is shutting down");
+    const int64_t queued = static_cast<int64_t>(pending_.size()) + snapshot_.num_waiting;
+    if (max_queue_ > 0 && queued >= max_queue_)
+      return resource_exhausted("the request queue is full (" + std::to_string(max_queue_) + " waiting)");
+    pending_.emplace_back(id, std::move(spec));
+    streams_.emplace(id, stream);
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void AsyncEngine::abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+EngineSnapshot AsyncEngine::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshot_;
+}
+
+void AsyncEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AsyncEngine::loop() {
+  auto end_stream = [](const std::shared_ptr<RequestStream>& s, FinishReason reason, std::string error) {
+    RequestOutput o;
+    o.id = s->id();
+    o.finished = true;
+    o.finish_reason = reason;
+    o.error = std::move(error);
+    s->push(std::move(o));
+  };
+  for (;;) {
+    std::vector<std::pair<RequestId, RequestSpec>> pending;
+    std::vector<RequestId> aborts;
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished(); });
+      pending.swap(pending_);
+      aborts.swap(aborts_);
+      stopping = stop_;
+    }
+    for (auto& [id, spec] : pending) {
+      auto added = engine_->add_request(std::move(spec), id);
+      if (!added.is_ok()) {
+        std::shared_ptr<RequestStream> s;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          s = streams_[id];
+          streams_.erase(id);
+        }
+        end_stream(s, FinishReason::kError, added.status().message());
+      }
+    }
+    std::map<RequestId, std::shared_ptr<RequestStream>> to_end;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping) {
+        to_end.swap(streams_);
+      } else {
+        for (RequestId id : aborts) {
+          auto it = streams_.find(id);
+          if (it == streams_.end()) continue;
+          to_end.insert(*it);
+          streams_.erase(it);
+        }
+      }
+    }
+    for (auto& [id, s] : to_end) {
+      engine_->abort(id);
+      end_stream(s, FinishReason::kAbort, "");
+    }
+    if (stopping) return;
+
+    std::vector<RequestOutput> outs = engine_->has_unfinished() ? engine_->step() : std::vector<RequestOutput>{};
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& o : outs) {
+      auto it = streams_.find(o.id);
+      if (it == streams_.end()) continue;
+      const bool finished = o.finished;
+      it->second->push(std::move(o));
+      if (finished) streams_.erase(it);
+    }
+    const Scheduler& sch = engine_->scheduler();
+    const KVCacheManager& kv = engine_->kv_manager();
+    snapshot_.num_running = sch.num_running();
+    snapshot_.num_waiting = sch.num_waiting();
+    snapshot_.num_swapped = sch.num_swapped();
+    snapshot_.num_kv_blocks = kv.num_blocks();
+    snapshot_.num_free_kv_blocks = kv.num_free_blocks();
+    snapshot_.kv_usage = kv.utilization();
+    snapshot_.kv_waste = kv.kv_waste();
+    snapshot_.num_preemptions = sch.num_preemptions();
+    snapshot_.stats = engine_->stats();
+  }
+}
+
+}  // namespace pagoda
