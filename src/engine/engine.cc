@@ -53,6 +53,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                             KVStorage::create(mc.n_layer, static_cast<int32_t>(num_host_blocks), config.block_size,
                                               mc.n_head_kv, mc.head_dim));
   }
+  e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = num_blocks * config.block_size;
   e->scheduler_ = std::make_unique<Scheduler>(config.sched, *e->kv_manager_);
   return e;
@@ -172,6 +173,7 @@ void Engine::postprocess(Request& req, SampleResult sr, RequestOutput& o) {
   o.finished = reason != FinishReason::kNone;
   o.num_prompt_tokens = seq.num_prompt_tokens;
   o.num_output_tokens = seq.num_output_tokens();
+  o.num_cached_tokens = req.num_cached_tokens;
   o.timing = req.timing;
 }
 
@@ -184,7 +186,12 @@ std::vector<RequestOutput> Engine::step() {
   build_batch(out);
   for (const auto& s : out.scheduled) {
     Request& r = *requests_.at(s.seq->request_id);
-    if (r.timing.first_scheduled < 0) r.timing.first_scheduled = t_start;
+    if (r.timing.first_scheduled < 0) {
+      r.timing.first_scheduled = t_start;
+      r.num_cached_tokens = s.seq->num_cached_tokens;
+      stats_.num_prompt_tokens += s.seq->num_prompt_tokens;
+      stats_.num_cached_prompt_tokens += s.seq->num_cached_tokens;
+    }
   }
   const int32_t n_vocab = model_->config().n_vocab;
   logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(n_vocab));

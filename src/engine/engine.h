@@ -29,6 +29,7 @@ struct EngineConfig {
   int64_t swap_space_bytes = 0;       // host tier for preemption by swapping
   int32_t block_size = 16;
   int32_t max_model_len = 0;          // 0: the model's training context
+  bool enable_prefix_caching = true;
   SchedulerConfig sched;
 };
 
@@ -41,6 +42,11 @@ struct EngineStats {
   double prefill_seconds = 0;  // steps whose batch was mostly prompt tokens
   double decode_seconds = 0;
   double kv_waste_sum = 0;     // summed over steps, for the mean
+  int64_t num_prompt_tokens = 0;         // of requests admitted so far
+  int64_t num_cached_prompt_tokens = 0;  // of those, served by the prefix cache
+  double prefix_cache_hit_rate() const {
+    return num_prompt_tokens ? static_cast<double>(num_cached_prompt_tokens) / num_prompt_tokens : 0.0;
+  }
 };
 
 class Engine {
@@ -76,6 +82,7 @@ class Engine {
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopStringMatcher> stops;
     RequestTiming timing;
+    int32_t num_cached_tokens = 0;
   };
 
   Engine() = default;

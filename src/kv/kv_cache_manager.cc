@@ -40,12 +40,23 @@ int32_t KVCacheManager::num_blocks_needed(SeqId seq, int32_t num_total_tokens) c
 }
 
 bool KVCacheManager::can_allocate(SeqId seq, int32_t num_total_tokens) const {
-  return num_blocks_needed(seq, num_total_tokens) <= pool_.num_free();
+  return num_blocks_needed(seq, num_total_tokens) <= num_free_blocks();
+}
+
+int32_t KVCacheManager::num_free_blocks() const {
+  return pool_.num_free() + (prefix_ ? prefix_->num_evictable() : 0);
+}
+
+bool KVCacheManager::ensure_free(int32_t need) {
+  if (need <= pool_.num_free()) return true;
+  if (!prefix_ || need > num_free_blocks()) return false;
+  prefix_->evict(need - pool_.num_free());
+  return need <= pool_.num_free();
 }
 
 bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   int32_t need = num_blocks_needed(seq, num_total_tokens);
-  if (need > pool_.num_free()) return false;
+  if (!ensure_free(need)) return false;
   std::vector<int32_t>& table = seqs_[seq].table;
   for (int32_t i = 0; i < need; ++i) {
     std::optional<BlockId> b = pool_.allocate();
@@ -120,8 +131,9 @@ std::optional<std::pair<BlockId, BlockId>> KVCacheManager::prepare_write(SeqId s
   int32_t& entry = table[pos / block_size_];
   BlockId src{entry};
   if (pool_.ref_count(src) <= 1) return std::nullopt;
+  PAGODA_CHECK(ensure_free(1));  // callers ask num_cow_blocks_needed first
   std::optional<BlockId> dst = pool_.allocate();
-  PAGODA_CHECK(dst.has_value());  // callers ask num_cow_blocks_needed first
+  PAGODA_CHECK(dst.has_value());
   entry = dst->value;
   pool_.decref(src);  // stays referenced by the other holders (ref was > 1)
   return std::make_pair(src, *dst);
@@ -129,7 +141,7 @@ std::optional<std::pair<BlockId, BlockId>> KVCacheManager::prepare_write(SeqId s
 
 double KVCacheManager::utilization() const {
   if (pool_.num_blocks() == 0) return 0.0;
-  return static_cast<double>(pool_.num_blocks() - pool_.num_free()) / pool_.num_blocks();
+  return static_cast<double>(pool_.num_blocks() - num_free_blocks()) / pool_.num_blocks();
 }
 
 double KVCacheManager::kv_waste() const {
@@ -146,6 +158,10 @@ double KVCacheManager::kv_waste() const {
 Status KVCacheManager::check_invariants() const {
   PAGODA_RETURN_IF_ERROR(pool_.check_invariants());
   std::vector<int32_t> holders(pool_.num_blocks(), 0);
+  if (prefix_) {
+    PAGODA_RETURN_IF_ERROR(prefix_->check_invariants());
+    prefix_->add_holders(holders);
+  }
   for (const auto& [id, s] : seqs_) {
     std::string name = "sequence " + std::to_string(id.value);
     for (int32_t b : s.table) {
@@ -161,7 +177,7 @@ Status KVCacheManager::check_invariants() const {
     int32_t rc = pool_.ref_count(BlockId{b});
     if (rc != holders[b]) {
       return internal_error("block " + std::to_string(b) + " has ref count " + std::to_string(rc) + " but " +
-                            std::to_string(holders[b]) + " table references" + (rc > holders[b] ? " (leak)" : ""));
+                            std::to_string(holders[b]) + " table/cache references" + (rc > holders[b] ? " (leak)" : ""));
     }
   }
   PAGODA_RETURN_IF_ERROR(host_pool_.check_invariants());
@@ -198,7 +214,7 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   auto it = swapped_.find(seq);
   if (it == swapped_.end() || seqs_.count(seq)) return false;
   SeqState& host = it->second;
-  if (static_cast<int32_t>(host.table.size()) > pool_.num_free()) return false;
+  if (!ensure_free(static_cast<int32_t>(host.table.size()))) return false;
   SeqState dev;
   dev.num_tokens = host.num_tokens;
   for (int32_t h : host.table) {
@@ -211,6 +227,44 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   swapped_.erase(it);
   seqs_.emplace(seq, std::move(dev));
   return true;
+}
+
+void KVCacheManager::enable_prefix_cache(bool on) {
+  if (on && !prefix_) prefix_ = std::make_unique<PrefixCache>(pool_, block_size_);
+  if (!on) prefix_.reset();
+}
+
+int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t> tokens) {
+  if (!prefix_ || tokens.empty()) return 0;
+  auto it = seqs_.find(seq);
+  if (it != seqs_.end() && !it->second.table.empty()) return 0;
+  const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / block_size_;
+  const std::vector<int32_t> blocks = prefix_->match(tokens, max_blocks);
+  SeqState& st = seqs_[seq];
+  for (int32_t b : blocks) {
+    pool_.incref(BlockId{b});
+    st.table.push_back(b);
+  }
+  st.num_cached_blocks = static_cast<int32_t>(blocks.size());
+  st.num_tokens = st.num_cached_blocks * block_size_;
+  return st.num_tokens;
+}
+
+int32_t KVCacheManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) const {
+  if (!prefix_ || tokens.empty()) return 0;
+  const int32_t max_tokens = (static_cast<int32_t>(tokens.size()) - 1) / block_size_ * block_size_;
+  return std::min(max_tokens, prefix_->num_cached_tokens(tokens));
+}
+
+void KVCacheManager::cache_computed(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed) {
+  if (!prefix_) return;
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqState& st = it->second;
+  const int32_t full = std::min<int32_t>(num_computed / block_size_, static_cast<int32_t>(st.table.size()));
+  if (full <= st.num_cached_blocks) return;
+  prefix_->insert(tokens.first(static_cast<size_t>(full) * block_size_), st.table);
+  st.num_cached_blocks = full;
 }
 
 }  // namespace pagoda

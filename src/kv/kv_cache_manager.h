@@ -8,13 +8,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "kv/block_pool.h"
+#include "kv/prefix_cache.h"
 
 namespace pagoda {
 
@@ -46,7 +49,9 @@ class KVCacheManager {
   static Status validate_config(int64_t num_blocks, int64_t block_size);
 
   int32_t block_size() const { return block_size_; }
-  int32_t num_free_blocks() const { return pool_.num_free(); }
+  // Free blocks plus cached blocks that eviction could free.
+  int32_t num_free_blocks() const;
+  int32_t num_unreferenced_free_blocks() const { return pool_.num_free(); }
   int32_t num_blocks() const { return pool_.num_blocks(); }
 
   // Extra blocks the sequence needs so that its table holds num_total_tokens
@@ -111,6 +116,21 @@ class KVCacheManager {
   int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
   int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
 
+  // Prefix caching (RadixAttention). Off until enabled.
+  void enable_prefix_cache(bool on);
+  bool prefix_cache_enabled() const { return prefix_ != nullptr; }
+  // For a sequence with no blocks yet: shares the cached blocks of the
+  // longest whole-block prefix of `tokens`, leaving at least one token to
+  // compute (the last position must run to give logits). Returns the number
+  // of tokens whose K/V is now present.
+  int32_t acquire_cached_prefix(SeqId seq, std::span<const int32_t> tokens);
+  // Read-only: tokens acquire_cached_prefix would reuse.
+  int32_t num_cached_prefix_tokens(std::span<const int32_t> tokens) const;
+  // Offers the sequence's whole blocks among its first num_computed tokens
+  // to the cache.
+  void cache_computed(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
+  const PrefixCache* prefix_cache() const { return prefix_.get(); }
+
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
 
@@ -118,7 +138,10 @@ class KVCacheManager {
   struct SeqState {
     std::vector<int32_t> table;
     int32_t num_tokens = 0;
+    int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
   };
+  // Makes `need` blocks free, evicting cached ones if that suffices.
+  bool ensure_free(int32_t need);
   const SeqState& state(SeqId seq) const;
   int32_t blocks_for(int32_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
 
@@ -127,6 +150,7 @@ class KVCacheManager {
   std::unordered_map<SeqId, SeqState> seqs_;
   BlockPool host_pool_;
   std::unordered_map<SeqId, SeqState> swapped_;  // tables of host block ids
+  std::unique_ptr<PrefixCache> prefix_;          // after pool_: destroyed first
 };
 
 }  // namespace pagoda

@@ -39,13 +39,19 @@ bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) c
     case SchedPolicy::kPriority:
       if (a->priority != b->priority) return a->priority < b->priority;
       break;
-    case SchedPolicy::kSjf: {
+    case SchedPolicy::kSjf:
+    case SchedPolicy::kLpm: {
       if (pa != pb) return pa;
       const bool aged_a = now - a->arrival_time > config_.sjf_aging_s;
       const bool aged_b = now - b->arrival_time > config_.sjf_aging_s;
       if (aged_a != aged_b) return aged_a;
-      if (!aged_a && a->num_uncomputed_tokens() != b->num_uncomputed_tokens())
-        return a->num_uncomputed_tokens() < b->num_uncomputed_tokens();
+      if (aged_a) break;
+      if (config_.policy == SchedPolicy::kSjf) {
+        if (a->num_uncomputed_tokens() != b->num_uncomputed_tokens())
+          return a->num_uncomputed_tokens() < b->num_uncomputed_tokens();
+      } else if (a->sort_key != b->sort_key) {
+        return a->sort_key > b->sort_key;  // more cached tokens first
+      }
       break;
     }
     case SchedPolicy::kFcfs:
@@ -112,6 +118,14 @@ bool Scheduler::admit(Sequence* seq, int32_t num_new, SchedulerOutput& out) {
   return kv_.allocate_slots(seq->seq_id, seq->num_computed_tokens + num_new);
 }
 
+int32_t Scheduler::reuse_cached_prefix(Sequence* seq) {
+  if (seq->swapped || seq->num_computed_tokens > 0 || !kv_.prefix_cache_enabled()) return 0;
+  const int32_t cached = kv_.acquire_cached_prefix(seq->seq_id, seq->tokens);
+  seq->num_computed_tokens = cached;
+  seq->num_cached_tokens = std::min(cached, seq->num_prompt_tokens);
+  return cached;
+}
+
 SchedulerOutput Scheduler::schedule(double now) {
   SchedulerOutput out;
   int32_t budget = config_.max_num_batched_tokens;
@@ -146,6 +160,8 @@ SchedulerOutput Scheduler::schedule(double now) {
 
   // 2. Waiting sequences in policy order while budget, seats and blocks last.
   if (out.preempted.empty()) {
+    if (config_.policy == SchedPolicy::kLpm)
+      for (Sequence* s : waiting_) s->sort_key = kv_.num_cached_prefix_tokens(s->tokens);
     std::stable_sort(waiting_.begin(), waiting_.end(),
                      [&](const Sequence* a, const Sequence* b) { return waits_before(a, b, now); });
     size_t taken = 0;
@@ -153,8 +169,18 @@ SchedulerOutput Scheduler::schedule(double now) {
            static_cast<int32_t>(running_.size()) < config_.max_num_seqs;
          ++taken) {
       Sequence* seq = waiting_[taken];
+      // Cached prefix tokens cost no budget: only uncached ones are counted.
+      reuse_cached_prefix(seq);
       const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
-      if (!admit(seq, num_new, out)) break;  // head-of-line: keep the order fair
+      if (!admit(seq, num_new, out)) {
+        // Head-of-line: keep the order fair. Release the shared prefix so the
+        // blocks stay evictable while this sequence waits.
+        if (!seq->swapped) {
+          kv_.free(seq->seq_id);
+          seq->num_computed_tokens = 0;
+        }
+        break;
+      }
       seq->status = SeqStatus::kRunning;
       running_.push_back(seq);
       out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens()});
@@ -170,6 +196,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const auto& s : out.scheduled) {
     s.seq->num_computed_tokens += s.num_new_tokens;
     kv_.set_num_tokens(s.seq->seq_id, s.seq->num_computed_tokens);
+    kv_.cache_computed(s.seq->seq_id, s.seq->tokens, s.seq->num_computed_tokens);
   }
 }
 

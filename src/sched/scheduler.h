@@ -17,6 +17,7 @@ enum class SchedPolicy {
   kFcfs,      // arrival order
   kPriority,  // lower `priority` first, then arrival
   kSjf,       // shortest remaining prompt first, FCFS once waited > aging bound
+  kLpm,       // longest cached prefix first (SGLang), FCFS once waited > aging bound
 };
 
 enum class PreemptMode {
@@ -28,7 +29,7 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step
   int32_t max_num_seqs = 256;             // running sequences at once
   SchedPolicy policy = SchedPolicy::kFcfs;
-  double sjf_aging_s = 10.0;              // SJF: waiting longer than this goes first
+  double sjf_aging_s = 10.0;              // SJF/LPM: waiting longer than this goes first
   PreemptMode preempt_mode = PreemptMode::kRecompute;
 };
 
@@ -72,6 +73,8 @@ class Scheduler {
   Sequence* pick_victim() const;
   void preempt(Sequence* seq, SchedulerOutput& out);
   bool admit(Sequence* seq, int32_t num_new, SchedulerOutput& out);
+  // Shares cached prefix blocks with a fresh sequence; returns tokens reused.
+  int32_t reuse_cached_prefix(Sequence* seq);
 
   SchedulerConfig config_;
   KVCacheManager& kv_;

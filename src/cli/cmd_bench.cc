@@ -1,0 +1,233 @@
+// `pagoda bench model` (llama-bench style pp/tg) and `pagoda bench throughput`
+// (vLLM's offline throughput benchmark).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+
+namespace pagoda::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Token ids that are ordinary text (not control/special), for random prompts.
+std::vector<int32_t> random_tokens(const Tokenizer& tok, int32_t n, std::mt19937_64& rng) {
+  std::vector<int32_t> out;
+  out.reserve(n);
+  const int32_t v = tok.vocab_size();
+  while (static_cast<int32_t>(out.size()) < n) {
+    const auto id = static_cast<int32_t>(rng() % v);
+    if (!tok.is_control(id) && !tok.is_eog(id)) out.push_back(id);
+  }
+  return out;
+}
+
+struct MeanStd {
+  double mean = 0, stddev = 0;
+};
+MeanStd mean_std(const std::vector<double>& v) {
+  MeanStd r;
+  for (double x : v) r.mean += x;
+  r.mean /= v.size();
+  for (double x : v) r.stddev += (x - r.mean) * (x - r.mean);
+  r.stddev = v.size() > 1 ? std::sqrt(r.stddev / (v.size() - 1)) : 0;
+  return r;
+}
+
+// Runs every request in the engine to completion; returns seconds.
+double drain(Engine& e) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (e.has_unfinished()) e.step();
+  return seconds_since(t0);
+}
+
+int bench_model(int argc, char** argv) {
+  CLI::App app("Prefill (pp) and decode (tg) speed, like llama-bench", "bench model");
+  std::string model = default_model_path();
+  int32_t n_prompt = 512, n_gen = 128, reps = 5, threads = 0;
+  bool json = false;
+  app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
+  app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("-n,--n-gen", n_gen, "generated tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("-r,--repetitions", reps, "repetitions")->check(CLI::Range(1, 1000));
+  app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_flag("--json", json, "print JSON (llama-bench field names)");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+
+  EngineConfig cfg;
+  cfg.num_threads = threads;
+  cfg.sched.max_num_batched_tokens = std::max(n_prompt, 512);
+  cfg.max_model_len = std::max(n_prompt, n_gen) + 8;
+  auto probe = Engine::create(model, EngineConfig{});
+  if (!probe) {
+    std::fprintf(stderr, "pagoda bench model: error: %s\n", probe.status().message().c_str());
+    return 1;
+  }
+  const ModelConfig mc = (*probe)->model_config();
+  probe->reset();
+  cfg.kv_cache_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.n_layer, cfg.block_size, mc.n_head_kv,
+                                                                       mc.head_dim)) *
+                       ((cfg.max_model_len + cfg.block_size - 1) / cfg.block_size + 1);
+  auto engine = Engine::create(model, cfg);
+  if (!engine) {
+    std::fprintf(stderr, "pagoda bench model: error: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  Engine& e = **engine;
+  std::mt19937_64 rng(1234);
+  nlohmann::json results = nlohmann::json::array();
+  auto run_test = [&](int32_t pp, int32_t tg) {
+    std::vector<double> ts;
+    for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
+      RequestSpec spec;
+      spec.sampling.temperature = 0;
+      spec.ignore_eos = true;
+      spec.prompt = pp > 0 ? random_tokens(e.tokenizer(), pp, rng) : random_tokens(e.tokenizer(), 1, rng);
+      spec.max_tokens = pp > 0 ? 1 : tg;
+      if (!e.add_request(spec).is_ok()) return false;
+      const double secs = drain(e);
+      if (r >= 0) ts.push_back((pp > 0 ? pp : tg) / secs);
+    }
+    const MeanStd ms = mean_std(ts);
+    nlohmann::json j = {{"model_filename", model},  {"model_type", mc.arch + " " + mc.name},
+                        {"model_size", e.weight_bytes()}, {"n_threads", threads > 0 ? threads : default_num_threads()},
+                        {"n_prompt", pp}, {"n_gen", tg}, {"test", pp > 0 ? "pp" + std::to_string(pp) : "tg" + std::to_string(tg)},
+                        {"avg_ts", ms.mean}, {"stddev_ts", ms.stddev}, {"samples_ts", ts}};
+    results.push_back(j);
+    if (!json)
+      std::printf("| %-40s | %6s | %10.2f ± %.2f tok/s |\n", model.c_str(), j["test"].get<std::string>().c_str(),
+                  ms.mean, ms.stddev);
+    return true;
+  };
+  if (n_prompt > 0 && !run_test(n_prompt, 0)) return 1;
+  if (n_gen > 0 && !run_test(0, n_gen)) return 1;
+  if (json) std::printf("%s\n", results.dump(2).c_str());
+  return 0;
+}
+
+int bench_throughput(int argc, char** argv) {
+  CLI::App app("Offline throughput: all requests at once, like vLLM's benchmark_throughput", "bench throughput");
+  std::string model = default_model_path();
+  int32_t num_prompts = 64, input_len = 128, output_len = 128, max_seqs = 256, threads = 0, shared_prefix = 0;
+  int32_t max_batched = 2048, block_size = 16;
+  double kv_mib = 2048, range_ratio = 0;
+  bool json = false, no_prefix_cache = false;
+  std::string preempt = "recompute";
+  uint64_t seed = 0;
+  app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
+  app.add_option("--num-prompts", num_prompts, "requests")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--input-len", input_len, "prompt tokens per request")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--output-len", output_len, "generated tokens per request")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--range-ratio", range_ratio, "random lengths in [len*(1-r), len*(1+r)]")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--shared-prefix-len", shared_prefix, "tokens every prompt shares before its own input")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--max-seqs", max_seqs, "running sequences at once")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--max-batched-tokens", max_batched, "token budget per step")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--block-size", block_size, "KV block size in tokens")->check(CLI::Range(1, 1024));
+  app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
+  app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
+  app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
+  app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--seed", seed, "seed of the random prompts");
+  app.add_flag("--json", json, "print one JSON object");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+
+  EngineConfig cfg;
+  cfg.num_threads = threads;
+  cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
+  cfg.swap_space_bytes = preempt == "swap" ? cfg.kv_cache_bytes : 0;
+  cfg.block_size = block_size;
+  cfg.sched.max_num_seqs = max_seqs;
+  cfg.sched.max_num_batched_tokens = max_batched;
+  cfg.sched.preempt_mode = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+  cfg.enable_prefix_caching = !no_prefix_cache;
+  auto engine = Engine::create(model, cfg);
+  if (!engine) {
+    std::fprintf(stderr, "pagoda bench throughput: error: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  Engine& e = **engine;
+  std::mt19937_64 rng(seed);
+  const auto prefix = random_tokens(e.tokenizer(), shared_prefix, rng);
+  auto vary = [&](int32_t len) {
+    if (range_ratio <= 0) return len;
+    const int32_t lo = std::max<int32_t>(1, static_cast<int32_t>(len * (1 - range_ratio)));
+    const int32_t hi = std::max<int32_t>(lo, static_cast<int32_t>(len * (1 + range_ratio)));
+    return lo + static_cast<int32_t>(rng() % (hi - lo + 1));
+  };
+  int64_t total_in = 0, total_out = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int32_t i = 0; i < num_prompts; ++i) {
+    RequestSpec spec;
+    spec.prompt = prefix;
+    const auto own = random_tokens(e.tokenizer(), vary(input_len), rng);
+    spec.prompt.insert(spec.prompt.end(), own.begin(), own.end());
+    spec.max_tokens = vary(output_len);
+    spec.ignore_eos = true;
+    spec.sampling.temperature = 0;
+    total_in += static_cast<int64_t>(spec.prompt.size());
+    total_out += spec.max_tokens;
+    auto id = e.add_request(std::move(spec));
+    if (!id) {
+      std::fprintf(stderr, "pagoda bench throughput: error: %s\n", id.status().message().c_str());
+      return 1;
+    }
+  }
+  drain(e);
+  const double elapsed = seconds_since(t0);
+  const EngineStats& st = e.stats();
+  nlohmann::json j = {
+      {"elapsed_s", elapsed},
+      {"num_requests", num_prompts},
+      {"requests_per_s", num_prompts / elapsed},
+      {"input_tokens_per_s", total_in / elapsed},
+      {"output_tokens_per_s", st.num_generated_tokens / elapsed},
+      {"total_tokens_per_s", (total_in + st.num_generated_tokens) / elapsed},
+      {"total_input_tokens", total_in},
+      {"total_output_tokens", st.num_generated_tokens},
+      {"kv_waste", st.num_steps ? st.kv_waste_sum / st.num_steps : 0.0},
+      {"prefix_cache_hit_rate", st.prefix_cache_hit_rate()},
+      {"num_preemptions", e.scheduler().num_preemptions()},
+      {"num_steps", st.num_steps},
+      {"max_seqs", max_seqs},
+  };
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("Throughput: %.2f requests/s, %.2f input tokens/s, %.2f output tokens/s\n",
+                j["requests_per_s"].get<double>(), j["input_tokens_per_s"].get<double>(),
+                j["output_tokens_per_s"].get<double>());
+    std::printf("elapsed %.2f s, %lld steps, KV waste %.2f%%, preemptions %lld\n", elapsed,
+                static_cast<long long>(st.num_steps), 100 * j["kv_waste"].get<double>(),
+                static_cast<long long>(e.scheduler().num_preemptions()));
+  }
+  (void)total_out;
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fprintf(argc < 2 ? stderr : stdout,
+                 "%susage: pagoda bench <model|throughput> [options]\n", argc < 2 ? "pagoda bench: error: no benchmark given\n" : "");
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string which = argv[1];
+  if (which == "model") return bench_model(argc - 1, argv + 1);
+  if (which == "throughput") return bench_throughput(argc - 1, argv + 1);
+  std::fprintf(stderr, "pagoda bench: error: unknown benchmark '%s' (model, throughput)\n", which.c_str());
+  return 2;
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,140 @@
+// The radix prefix cache inside the KV manager: random traces of admit
+// (match), grow, compute (insert), fork, free and eviction pressure, with the
+// invariants checked after every operation.
+#include "kv/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+namespace pagoda {
+namespace {
+
+TEST(PrefixCache, SharedPrefixIsReusedAndSurvivesFree) {
+  KVCacheManager kv(32, 4);
+  kv.enable_prefix_cache(true);
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  EXPECT_EQ(kv.acquire_cached_prefix(SeqId{1}, a), 0);
+  ASSERT_TRUE(kv.allocate_slots(SeqId{1}, 10));
+  kv.set_num_tokens(SeqId{1}, 10);
+  kv.cache_computed(SeqId{1}, a, 10);
+  EXPECT_EQ(kv.prefix_cache()->num_cached_blocks(), 2);
+  kv.free(SeqId{1});
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+  // Cached blocks are evictable, so they count as free.
+  EXPECT_EQ(kv.num_free_blocks(), 32);
+  std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 7, 8, 99, 100, 101};
+  EXPECT_EQ(kv.num_cached_prefix_tokens(b), 8);
+  EXPECT_EQ(kv.acquire_cached_prefix(SeqId{2}, b), 8);
+  // The full prompt is never served entirely from cache: one token computes.
+  std::vector<int32_t> c(a.begin(), a.begin() + 8);
+  EXPECT_EQ(kv.acquire_cached_prefix(SeqId{3}, c), 4);
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+  EXPECT_EQ(kv.pool().ref_count(BlockId{kv.block_table(SeqId{2})[0]}), 3);  // cache + seq 2 + seq 3
+}
+
+TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesFirst) {
+  KVCacheManager kv(4, 2);
+  kv.enable_prefix_cache(true);
+  auto compute = [&](int64_t id, std::vector<int32_t> toks) {
+    ASSERT_TRUE(kv.allocate_slots(SeqId{id}, static_cast<int32_t>(toks.size())));
+    kv.set_num_tokens(SeqId{id}, static_cast<int32_t>(toks.size()));
+    kv.cache_computed(SeqId{id}, toks, static_cast<int32_t>(toks.size()));
+    kv.free(SeqId{id});
+  };
+  compute(1, {1, 2, 3, 4});  // chain of two blocks
+  compute(2, {7, 8});        // one block, used later
+  EXPECT_EQ(kv.prefix_cache()->num_cached_blocks(), 3);
+  // Touch seq 1's chain so {7,8} becomes the LRU leaf.
+  kv.acquire_cached_prefix(SeqId{9}, std::vector<int32_t>{1, 2, 3, 4, 5});
+  kv.free(SeqId{9});
+  ASSERT_TRUE(kv.allocate_slots(SeqId{3}, 4));  // needs 2 blocks: 1 free + 1 evicted
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{7, 8, 0}), 0);
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{1, 2, 3, 4, 0}), 4);
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+}
+
+TEST(PrefixCache, NeverEvictsABlockARunningSequenceHolds) {
+  KVCacheManager kv(3, 2);
+  kv.enable_prefix_cache(true);
+  std::vector<int32_t> t = {1, 2, 3, 4};
+  ASSERT_TRUE(kv.allocate_slots(SeqId{1}, 4));
+  kv.set_num_tokens(SeqId{1}, 4);
+  kv.cache_computed(SeqId{1}, t, 4);  // cached and still held
+  EXPECT_EQ(kv.num_free_blocks(), 1);
+  EXPECT_FALSE(kv.allocate_slots(SeqId{2}, 4));
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+}
+
+TEST(PrefixCache, RandomTracesKeepInvariants) {
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    std::mt19937 rng(seed);
+    const int32_t bs = 1 + static_cast<int32_t>(rng() % 4);
+    KVCacheManager kv(24 + static_cast<int32_t>(rng() % 20), bs);
+    kv.enable_prefix_cache(true);
+    // Prompts drawn from a few shared stems so prefixes repeat and branch.
+    std::vector<std::vector<int32_t>> stems(4);
+    for (auto& s : stems)
+      for (int i = 0; i < 12; ++i) s.push_back(static_cast<int32_t>(rng() % 5));
+    std::map<int64_t, std::vector<int32_t>> live;  // seq -> tokens computed so far
+    int64_t next = 0;
+    for (int op = 0; op < 600; ++op) {
+      const int kind = static_cast<int>(rng() % 5);
+      if (kind == 0 || live.empty()) {  // admit a new sequence
+        std::vector<int32_t> toks = stems[rng() % stems.size()];
+        toks.resize(1 + rng() % toks.size());
+        for (int i = 0; i < static_cast<int>(rng() % 6); ++i) toks.push_back(static_cast<int32_t>(rng() % 5));
+        const SeqId id{next++};
+        const int32_t cached = kv.acquire_cached_prefix(id, toks);
+        ASSERT_LT(cached, static_cast<int32_t>(toks.size()));
+        ASSERT_EQ(cached % bs, 0);
+        if (kv.allocate_slots(id, static_cast<int32_t>(toks.size()))) {
+          kv.set_num_tokens(id, static_cast<int32_t>(toks.size()));
+          kv.cache_computed(id, toks, static_cast<int32_t>(toks.size()));
+          live[id.value] = toks;
+        } else {
+          kv.free(id);
+        }
+      } else {
+        auto it = live.begin();
+        std::advance(it, rng() % live.size());
+        const SeqId id{it->first};
+        if (kind == 1) {  // free
+          kv.free(id);
+          live.erase(it);
+        } else if (kind == 2) {  // decode one token (copy-on-write if shared)
+          auto& toks = it->second;
+          const auto n = static_cast<int32_t>(toks.size());
+          if (kv.allocate_slots(id, n + 1)) {
+            if (kv.num_cow_blocks_needed(id, n, n + 1) <= kv.num_free_blocks()) {
+              kv.prepare_write(id, n);
+              toks.push_back(static_cast<int32_t>(rng() % 5));
+              kv.set_num_tokens(id, n + 1);
+              kv.cache_computed(id, toks, n + 1);
+            }
+          }
+        } else if (kind == 3) {  // fork
+          const SeqId child{next++};
+          kv.fork(id, child);
+          live[child.value] = it->second;
+        } else {  // eviction pressure: a big temporary allocation
+          const SeqId tmp{next++};
+          kv.allocate_slots(tmp, bs * static_cast<int32_t>(rng() % 30));
+          kv.free(tmp);
+        }
+      }
+      const Status st = kv.check_invariants();
+      ASSERT_TRUE(st.is_ok()) << "seed " << seed << " op " << op << ": " << st.message();
+    }
+    for (auto& [id, toks] : live) kv.free(SeqId{id});
+    ASSERT_TRUE(kv.check_invariants().is_ok());
+    // Everything left is cache-only, hence evictable; evict all of it.
+    EXPECT_EQ(kv.num_free_blocks(), kv.num_blocks());
+    kv.enable_prefix_cache(false);
+    EXPECT_EQ(kv.num_unreferenced_free_blocks(), kv.num_blocks()) << "leaked blocks, seed " << seed;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
