@@ -8,7 +8,7 @@ void RequestStream::push(RequestOutput out) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return;
-    done_ = out.finished;
+    done_ = out.request_finished;
     queue_.push_back(std::move(out));
   }
   cv_.notify_all();
@@ -87,6 +87,7 @@ void AsyncEngine::loop() {
     RequestOutput o;
     o.id = s->id();
     o.finished = true;
+    o.request_finished = true;
     o.finish_reason = reason;
     o.error = std::move(error);
     s->push(std::move(o));
@@ -139,7 +140,7 @@ void AsyncEngine::loop() {
     for (auto& o : outs) {
       auto it = streams_.find(o.id);
       if (it == streams_.end()) continue;
-      const bool finished = o.finished;
+      const bool finished = o.request_finished;
       it->second->push(std::move(o));
       if (finished) streams_.erase(it);
     }

@@ -23,7 +23,7 @@ class RequestStream {
   explicit RequestStream(RequestId id) : id_(id) {}
   RequestId id() const { return id_; }
   // Blocks until the next output; nullopt once the stream is finished and
-  // drained (the last output has finished == true).
+  // drained (the last output has request_finished == true).
   std::optional<RequestOutput> next();
   // Like next() but gives up after timeout_ms (returns nullopt and sets
   // *timed_out). Lets a server poll for client disconnects.

@@ -77,27 +77,40 @@ Status Engine::validate(const RequestSpec& spec) const {
   return spec.sampling.validate(mc.n_vocab);
 }
 
+std::unique_ptr<Engine::Choice> Engine::make_choice(Request& req, int32_t index, const Sequence& base) {
+  auto c = std::make_unique<Choice>();
+  c->request = &req;
+  c->seq = base;
+  c->seq.index = index;
+  c->seq.seq_id = SeqId{next_seq_id_++};
+  SamplingParams sp = req.spec.sampling;
+  if (sp.seed) sp.seed = *sp.seed + static_cast<uint64_t>(index);
+  c->sampler = std::make_unique<Sampler>(sp, model_->config().n_vocab);
+  c->decoder = std::make_unique<StreamDecoder>(*tokenizer_);
+  c->stops = std::make_unique<StopStringMatcher>(req.spec.stop);
+  return c;
+}
+
 Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId> id_in) {
   PAGODA_RETURN_IF_ERROR(validate(spec));
+  if (spec.n < 1 || spec.n > 64) return invalid_argument("n must be in 1..64");
   const RequestId id = id_in.value_or(RequestId{next_id_});
   next_id_ = std::max(next_id_, id.value) + 1;
   if (requests_.count(id)) return invalid_argument("duplicate request id " + std::to_string(id.value));
   auto req = std::make_unique<Request>();
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
-  req->seq.request_id = id;
-  req->seq.seq_id = SeqId{id.value};
-  req->seq.tokens = spec.prompt;
-  req->seq.num_prompt_tokens = static_cast<int32_t>(prompt_len);
-  req->seq.max_total_tokens = static_cast<int32_t>(
-      std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
-  req->seq.priority = spec.priority;
   req->timing.arrival = now();
-  req->seq.arrival_time = req->timing.arrival;
-  req->sampler = std::make_unique<Sampler>(spec.sampling, model_->config().n_vocab);
-  req->decoder = std::make_unique<StreamDecoder>(*tokenizer_);
-  req->stops = std::make_unique<StopStringMatcher>(spec.stop);
+  Sequence base;
+  base.request_id = id;
+  base.tokens = spec.prompt;
+  base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
+  base.max_total_tokens = static_cast<int32_t>(
+      std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
+  base.priority = spec.priority;
+  base.arrival_time = req->timing.arrival;
   req->spec = std::move(spec);
-  scheduler_->add(&req->seq);
+  req->choices.push_back(make_choice(*req, 0, base));
+  scheduler_->add(&req->choices[0]->seq);
   requests_.emplace(id, std::move(req));
   return id;
 }
@@ -105,7 +118,8 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
 bool Engine::abort(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
-  scheduler_->finish(&it->second->seq, FinishReason::kAbort);
+  for (auto& c : it->second->choices)
+    if (!c->finished) scheduler_->finish(&c->seq, FinishReason::kAbort);
   requests_.erase(it);
   return true;
 }
@@ -114,6 +128,7 @@ void Engine::run_swaps(const SchedulerOutput& out) {
   // Device -> host first: a block swapped out may be reused this very step.
   for (const auto& c : out.swap_out) kv_storage_->copy_block_to(c.src, *host_storage_, c.dst);
   for (const auto& c : out.swap_in) host_storage_->copy_block_to(c.src, *kv_storage_, c.dst);
+  for (const auto& c : out.cow) kv_storage_->copy_block(c.src, c.dst);
 }
 
 void Engine::build_batch(const SchedulerOutput& out) {
@@ -135,17 +150,19 @@ void Engine::build_batch(const SchedulerOutput& out) {
     }
     if (s.needs_sample) {
       batch_.logit_rows.push_back(slice.token_begin + slice.num_tokens - 1);
-      logit_owners_.push_back(requests_.at(seq.request_id).get());
+      logit_owners_.push_back(requests_.at(seq.request_id)->choices.at(seq.index).get());
     }
     batch_.seqs.push_back(slice);
   }
 }
 
-void Engine::postprocess(Request& req, SampleResult sr, RequestOutput& o) {
-  Sequence& seq = req.seq;
+void Engine::postprocess(Choice& c, SampleResult sr, RequestOutput& o) {
+  Request& req = *c.request;
+  Sequence& seq = c.seq;
   const int32_t token = sr.token;
   seq.tokens.push_back(token);
   o.id = seq.request_id;
+  o.index = seq.index;
   o.new_tokens.push_back(token);
   o.samples.push_back(std::move(sr));
   const double t = now();
@@ -160,14 +177,14 @@ void Engine::postprocess(Request& req, SampleResult sr, RequestOutput& o) {
   if (eos || stop_id) {
     reason = FinishReason::kStop;  // the stop token's text is not emitted
   } else {
-    o.text += req.stops->push(req.decoder->push(token), &stopped_by_string);
+    o.text += c.stops->push(c.decoder->push(token), &stopped_by_string);
     if (stopped_by_string) reason = FinishReason::kStop;
   }
   if (reason == FinishReason::kNone && seq.num_tokens() >= seq.max_total_tokens) reason = FinishReason::kLength;
   if (reason != FinishReason::kNone && !stopped_by_string) {
     bool stopped = false;
-    o.text += req.stops->push(req.decoder->flush(), &stopped);
-    if (!stopped) o.text += req.stops->flush();
+    o.text += c.stops->push(c.decoder->flush(), &stopped);
+    if (!stopped) o.text += c.stops->flush();
   }
   o.finish_reason = reason;
   o.finished = reason != FinishReason::kNone;
@@ -175,6 +192,32 @@ void Engine::postprocess(Request& req, SampleResult sr, RequestOutput& o) {
   o.num_output_tokens = seq.num_output_tokens();
   o.num_cached_tokens = req.num_cached_tokens;
   o.timing = req.timing;
+}
+
+void Engine::finish_choice(Choice& c, FinishReason reason) {
+  scheduler_->finish(&c.seq, reason);
+  c.finished = true;
+  ++c.request->num_finished;
+}
+
+void Engine::fork_choices(Request& req, const float* logits, std::vector<RequestOutput>& outputs) {
+  const int32_t n_vocab = model_->config().n_vocab;
+  Choice& parent = *req.choices[0];
+  for (int32_t i = 1; i < req.spec.n; ++i) {
+    req.choices.push_back(make_choice(req, i, parent.seq));
+    Choice& child = *req.choices.back();
+    // Shares every block of the prompt; the partly filled last block is
+    // copied on the first write (KVCacheManager::allocate_for_write).
+    kv_manager_->fork(parent.seq.seq_id, child.seq.seq_id);
+    scheduler_->add_running(&child.seq);
+    fork_logits_.assign(logits, logits + n_vocab);
+    const Sequence& seq = child.seq;
+    SampleResult sr = child.sampler->sample(fork_logits_.data(), std::span<const int32_t>(seq.tokens.data(), seq.num_prompt_tokens),
+                                            std::span<const int32_t>());
+    RequestOutput o;
+    postprocess(child, std::move(sr), o);
+    outputs.push_back(std::move(o));
+  }
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -186,7 +229,7 @@ std::vector<RequestOutput> Engine::step() {
   build_batch(out);
   for (const auto& s : out.scheduled) {
     Request& r = *requests_.at(s.seq->request_id);
-    if (r.timing.first_scheduled < 0) {
+    if (s.seq->index == 0 && r.timing.first_scheduled < 0) {
       r.timing.first_scheduled = t_start;
       r.num_cached_tokens = s.seq->num_cached_tokens;
       stats_.num_prompt_tokens += s.seq->num_prompt_tokens;
@@ -204,13 +247,16 @@ std::vector<RequestOutput> Engine::step() {
     num_prompt += std::max(0, std::min(s.seq->num_prompt_tokens, s.seq->num_computed_tokens) - first);
   }
   for (size_t r = 0; r < logit_owners_.size(); ++r) {
-    Request& req = *logit_owners_[r];
-    const Sequence& seq = req.seq;
+    Choice& c = *logit_owners_[r];
+    Request& req = *c.request;
+    float* row = &logits_[r * n_vocab];
+    if (req.spec.n > 1 && req.choices.size() == 1) fork_choices(req, row, outputs);
+    const Sequence& seq = c.seq;
     const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
     const std::span<const int32_t> output(seq.tokens.data() + seq.num_prompt_tokens, seq.num_output_tokens());
-    SampleResult sr = req.sampler->sample(&logits_[r * n_vocab], prompt, output);
+    SampleResult sr = c.sampler->sample(row, prompt, output);
     RequestOutput o;
-    postprocess(req, std::move(sr), o);
+    postprocess(c, std::move(sr), o);
     outputs.push_back(std::move(o));
   }
   const double secs = now() - t_start;
@@ -221,12 +267,16 @@ std::vector<RequestOutput> Engine::step() {
   stats_.kv_waste_sum += kv_manager_->kv_waste();
   (num_prompt * 2 > out.num_batched_tokens ? stats_.prefill_seconds : stats_.decode_seconds) += secs;
 
-  for (const auto& o : outputs) {
+  for (auto& o : outputs) {
     if (!o.finished) continue;
     auto it = requests_.find(o.id);
-    scheduler_->finish(&it->second->seq, o.finish_reason);
-    requests_.erase(it);
-    ++stats_.num_finished;
+    Request& req = *it->second;
+    finish_choice(*req.choices.at(o.index), o.finish_reason);
+    if (req.num_finished == req.spec.n) {
+      o.request_finished = true;
+      requests_.erase(it);
+      ++stats_.num_finished;
+    }
   }
   return outputs;
 }

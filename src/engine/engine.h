@@ -75,20 +75,33 @@ class Engine {
   double now() const;  // engine clock, seconds
 
  private:
-  struct Request {
-    RequestSpec spec;
+  struct Request;
+  // One of a request's n sequences, with its own sampler and text state.
+  struct Choice {
+    Request* request = nullptr;
     Sequence seq;
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopStringMatcher> stops;
+    bool finished = false;
+  };
+  struct Request {
+    RequestSpec spec;
+    std::vector<std::unique_ptr<Choice>> choices;
     RequestTiming timing;
     int32_t num_cached_tokens = 0;
+    int32_t num_finished = 0;
   };
 
   Engine() = default;
   void run_swaps(const SchedulerOutput& out);
   void build_batch(const SchedulerOutput& out);
-  void postprocess(Request& req, SampleResult sr, RequestOutput& o);
+  std::unique_ptr<Choice> make_choice(Request& req, int32_t index, const Sequence& base);
+  // Forks choices 1..n-1 from choice 0 once its prompt is computed; each
+  // samples its first token from the same logits.
+  void fork_choices(Request& req, const float* logits, std::vector<RequestOutput>& outputs);
+  void postprocess(Choice& c, SampleResult sr, RequestOutput& o);
+  void finish_choice(Choice& c, FinishReason reason);
 
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<LlamaModel> model_;
@@ -104,7 +117,9 @@ class Engine {
   int64_t capacity_tokens_ = 0;
   ForwardBatch batch_;
   std::vector<float> logits_;
-  std::vector<Request*> logit_owners_;  // request of each logit row
+  std::vector<Choice*> logit_owners_;  // choice of each logit row
+  std::vector<float> fork_logits_;
+  int64_t next_seq_id_ = 0;
   EngineStats stats_;
   double clock_origin_ = 0;
 };

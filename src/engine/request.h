@@ -17,6 +17,7 @@ struct RequestSpec {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings (not included in the text)
   int32_t priority = 0;           // lower runs first under the priority policy
+  int32_t n = 1;                  // parallel samples: forked after the prompt, sharing its blocks
 };
 
 // Per-request latency figures, seconds on the engine clock.
@@ -31,6 +32,8 @@ struct RequestTiming {
 
 struct RequestOutput {
   RequestId id;
+  int32_t index = 0;                  // which of the n choices
+  bool request_finished = false;      // every choice has finished
   std::vector<int32_t> new_tokens;
   std::vector<SampleResult> samples;  // one per new token (logprobs)
   std::string text;                   // UTF-8-complete text delta, stop strings cut

@@ -66,6 +66,18 @@ bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   return true;
 }
 
+bool KVCacheManager::allocate_for_write(SeqId seq, int32_t pos_begin, int32_t pos_end, std::vector<BlockCopy>* cow) {
+  const int32_t need_new = num_blocks_needed(seq, pos_end);
+  const int32_t need_cow = num_cow_blocks_needed(seq, pos_begin, pos_end);
+  if (!ensure_free(need_new + need_cow)) return false;
+  PAGODA_CHECK(allocate_slots(seq, pos_end));
+  if (need_cow == 0) return true;
+  for (int32_t b = pos_begin / block_size_; b <= (pos_end - 1) / block_size_; ++b) {
+    if (auto copy = prepare_write(seq, b * block_size_)) cow->push_back({copy->first.value, copy->second.value});
+  }
+  return true;
+}
+
 void KVCacheManager::free(SeqId seq) {
   if (auto sw = swapped_.find(seq); sw != swapped_.end()) {
     for (int32_t h : sw->second.table) host_pool_.decref(BlockId{h});

@@ -62,6 +62,10 @@ class KVCacheManager {
   // new). All-or-nothing: false and no change when the pool lacks blocks.
   // Never shrinks.
   bool allocate_slots(SeqId seq, int32_t num_total_tokens);
+  // allocate_slots(seq, pos_end) plus copy-on-write of every shared block
+  // that positions [pos_begin, pos_end) fall in; all-or-nothing. Appends the
+  // block copies the caller must run (KVStorage::copy_block) to `cow`.
+  bool allocate_for_write(SeqId seq, int32_t pos_begin, int32_t pos_end, std::vector<BlockCopy>* cow);
   // Releases all of the sequence's blocks; unknown sequences are ignored.
   void free(SeqId seq);
 

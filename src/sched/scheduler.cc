@@ -24,6 +24,11 @@ void Scheduler::add(Sequence* seq) {
   waiting_.push_back(seq);
 }
 
+void Scheduler::add_running(Sequence* seq) {
+  seq->status = SeqStatus::kRunning;
+  running_.push_back(seq);
+}
+
 int32_t Scheduler::num_waiting() const {
   return static_cast<int32_t>(std::count_if(waiting_.begin(), waiting_.end(),
                                             [](const Sequence* s) { return !s->swapped; }));
@@ -115,7 +120,8 @@ bool Scheduler::admit(Sequence* seq, int32_t num_new, SchedulerOutput& out) {
     out.swap_in.insert(out.swap_in.end(), copies.begin(), copies.end());
     seq->swapped = false;
   }
-  return kv_.allocate_slots(seq->seq_id, seq->num_computed_tokens + num_new);
+  return kv_.allocate_for_write(seq->seq_id, seq->num_computed_tokens, seq->num_computed_tokens + num_new,
+                                &out.cow);
 }
 
 int32_t Scheduler::reuse_cached_prefix(Sequence* seq) {
@@ -144,7 +150,8 @@ SchedulerOutput Scheduler::schedule(double now) {
     const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
     if (num_new <= 0) continue;
     bool ok = false;
-    while (!(ok = kv_.allocate_slots(seq->seq_id, seq->num_computed_tokens + num_new))) {
+    while (!(ok = kv_.allocate_for_write(seq->seq_id, seq->num_computed_tokens,
+                                         seq->num_computed_tokens + num_new, &out.cow))) {
       Sequence* victim = pick_victim();
       // Never preempt what this step already scheduled; then give up on seq.
       const bool victim_scheduled = std::any_of(out.scheduled.begin(), out.scheduled.end(),

@@ -44,6 +44,7 @@ struct SchedulerOutput {
   std::vector<Sequence*> preempted;
   std::vector<BlockCopy> swap_out;  // device -> host copies to run before the step
   std::vector<BlockCopy> swap_in;   // host -> device copies to run before the step
+  std::vector<BlockCopy> cow;       // device block copies (copy-on-write), after swaps
   int32_t num_batched_tokens = 0;
   bool empty() const { return scheduled.empty(); }
 };
@@ -53,6 +54,9 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KVCacheManager& kv);
 
   void add(Sequence* seq);
+  // A sequence forked from a running one (parallel sampling): already holds
+  // its blocks and joins the running set directly.
+  void add_running(Sequence* seq);
   // `now` is the engine clock in seconds (for SJF aging).
   SchedulerOutput schedule(double now = 0);
   // After the step ran: advances num_computed_tokens of every scheduled seq.

@@ -25,6 +25,7 @@ std::string_view finish_reason_name(FinishReason r);  // "stop", "length", ...
 
 struct Sequence {
   RequestId request_id;
+  int32_t index = 0;  // choice index within its request (n > 1)
   SeqId seq_id;
   std::vector<int32_t> tokens;  // prompt followed by output
   int32_t num_prompt_tokens = 0;
