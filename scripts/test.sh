@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
+# The official openai npm client for the server's client test (npm registry).
+if command -v npm >/dev/null; then
+  (cd tests/server/node && npm ci --no-audit --no-fund --loglevel=error) || echo "test.sh: npm ci failed; the node client test will be skipped"
+fi
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 if [ -x tests/fuzz/run_gguf_fuzz.sh ]; then
   tests/fuzz/run_gguf_fuzz.sh 30

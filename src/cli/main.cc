@@ -17,6 +17,8 @@ constexpr Command kCommands[] = {
     {"generate", pagoda::cli::cmd_generate, "generate text from a prompt"},
     {"tokenize", pagoda::cli::cmd_tokenize, "print the token ids of a text"},
     {"make-model", pagoda::cli::cmd_make_model, "write a random-weight GGUF model"},
+    {"serve", pagoda::cli::cmd_serve, "OpenAI-compatible HTTP server"},
+    {"bench", pagoda::cli::cmd_bench, "benchmarks: model (pp/tg tokens/s), throughput (offline serving)"},
 };
 
 void usage(FILE* out) {

@@ -65,6 +65,7 @@ Status Engine::validate(const RequestSpec& spec) const {
   for (int32_t t : spec.prompt)
     if (t < 0 || t >= mc.n_vocab) return invalid_argument("prompt token id " + std::to_string(t) + " is out of range");
   if (spec.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
+  if (spec.n < 1 || spec.n > 256) return invalid_argument("n must be in 1..256");
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
   if (prompt_len >= max_model_len_)
     return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the context length is " +
@@ -93,7 +94,6 @@ std::unique_ptr<Engine::Choice> Engine::make_choice(Request& req, int32_t index,
 
 Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId> id_in) {
   PAGODA_RETURN_IF_ERROR(validate(spec));
-  if (spec.n < 1 || spec.n > 64) return invalid_argument("n must be in 1..64");
   const RequestId id = id_in.value_or(RequestId{next_id_});
   next_id_ = std::max(next_id_, id.value) + 1;
   if (requests_.count(id)) return invalid_argument("duplicate request id " + std::to_string(id.value));

@@ -21,6 +21,7 @@ struct ActWorkspace {
   std::vector<int8_t> qs;
   std::vector<float> d, s;
   std::vector<int16_t> bsums;
+  std::vector<float> d16, s16;
   template <class T>
   static T* fit(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);
@@ -37,7 +38,7 @@ const IsaKernels& table() { return cpu::kernels_for(cpu::active_isa()); }
 
 // Quantizes every token's activations; tokens split across the pool.
 cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
-                         int64_t n_in, ThreadPool& pool) {
+                         int64_t n_in, bool pair_scales, ThreadPool& pool) {
   ActWorkspace& ws = workspace();
   const int64_t block = fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32;
   const int64_t nb = n_in / block;
@@ -50,6 +51,13 @@ cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_
   } else {
     s = ActWorkspace::fit(ws.s, static_cast<size_t>(n_tokens * nb));
   }
+  const int64_t stride16 = nb / 2 * 16;
+  float* d16 = nullptr;
+  float* s16 = nullptr;
+  if (fmt == ActFormat::kQ8_32 && pair_scales && stride16 > 0) {
+    d16 = ActWorkspace::fit(ws.d16, static_cast<size_t>(n_tokens * stride16));
+    s16 = ActWorkspace::fit(ws.s16, static_cast<size_t>(n_tokens * stride16));
+  }
   // One captured pointer keeps the std::function in its small buffer (no
   // heap allocation per call).
   struct Job {
@@ -59,6 +67,8 @@ cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_
     int8_t* qs;
     float *d, *s;
     int16_t* bsums;
+    float *d16, *s16;
+    int64_t stride16;
     void operator()(int64_t t0, int64_t t1) const {
       for (int64_t t = t0; t < t1; ++t) {
         if (fmt == ActFormat::kQ8_K) {
@@ -66,11 +76,13 @@ cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_
                                  bsums + t * (n_in / cpu::kActSumGroup));
         } else {
           cpu::quantize_act_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb);
+          if (d16 != nullptr)
+            cpu::expand_act_pairs(d + t * nb, s + t * nb, nb, d16 + t * stride16, s16 + t * stride16);
         }
       }
     }
   };
-  const Job job{fmt, x, x_stride, n_in, nb, n_tokens, qs, d, s, bsums};
+  const Job job{fmt, x, x_stride, n_in, nb, n_tokens, qs, d, s, bsums, d16, s16, stride16};
   if (n_tokens == 1 || pool.num_threads() == 1) {
     job(0, n_tokens);
   } else {
@@ -80,7 +92,7 @@ cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_
       job(t0, std::min<int64_t>(job.n_tokens, t0 + chunk));
     });
   }
-  return {qs, d, s, bsums};
+  return {qs, d, s, bsums, d16, s16};
 }
 
 }  // namespace
@@ -107,8 +119,10 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
   args.n_tokens = n_tokens;
   args.y = y;
   args.y_stride = y_stride;
-  if (fmt != ActFormat::kFloat) args.act = quantize_acts(fmt, x, x_stride, n_tokens, w.n_in, pool);
-  const cpu::RowsFn rows = table().rows[kind];
+  const IsaKernels& k = table();
+  if (fmt != ActFormat::kFloat)
+    args.act = quantize_acts(fmt, x, x_stride, n_tokens, w.n_in, k.wants_pair_scales, pool);
+  const cpu::RowsFn rows = k.rows[kind];
   const int64_t n_out = w.n_out;
   if (pool.num_threads() == 1 || n_out < 2) {
     rows(args, 0, n_out);

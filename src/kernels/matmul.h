@@ -1,5 +1,11 @@
 // y = x * W^T for a weight matrix W in any supported dtype: the linear layers
 // of the model. W has n_out rows of n_in elements (GGUF dims [n_in, n_out]).
+//
+// The kernels live in kernels/cpu: one variant per ISA (scalar, AVX2,
+// AVX-512), picked at start-up (PAGODA_ISA=scalar|avx2|avx512 forces one).
+// Quantized weights use 8-bit activations quantized once per call (Q8_0-like
+// 32-blocks, or Q8_K-like 256-blocks for the K-quants) and integer dots;
+// F32/F16/BF16 use f32 FMA.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +24,16 @@ struct WeightView {
 };
 
 // x: [n_tokens][n_in] (row stride x_stride), y: [n_tokens][n_out] (stride
-// y_stride). Parallel over output rows on `pool`.
+// y_stride). Parallel over output rows on `pool`. The activation workspace
+// belongs to the calling thread and only grows (no allocation once warm).
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
             int64_t y_stride, ThreadPool& pool);
 
 // Dequantizes row `row` of w into dst (n_in floats): embedding lookup.
 void get_row(const WeightView& w, int64_t row, float* dst);
 
-// Dot product of two f32 vectors (SIMD when the build ISA has it).
+// Dot product of two f32 vectors on the active ISA.
 float dot_f32(const float* a, const float* b, int64_t n);
 
 }  // namespace pagoda::kernels

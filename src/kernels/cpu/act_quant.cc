@@ -55,6 +55,15 @@ void quantize_act_q8_k(const float* x, int64_t n, int8_t* qs, float* d, int16_t*
   }
 }
 
+void expand_act_pairs(const float* d, const float* s, int64_t nb, float* d16, float* s16) {
+  for (int64_t p = 0; p < nb / 2; ++p)
+    for (int i = 0; i < 16; ++i) {
+      const int64_t b = 2 * p + i / 8;
+      d16[16 * p + i] = d[b];
+      s16[16 * p + i] = s[b] * 0.125f;  // exact: 8 lanes sum back to s
+    }
+}
+
 int wkind_of(DType type) {
   switch (type) {
     case DType::kF32: return static_cast<int>(WKind::kF32);

@@ -25,7 +25,14 @@ struct ActQ8 {
   const float* d = nullptr;        // [n_tokens][n_in / block]
   const float* s = nullptr;        // Q8_32: [n_tokens][n_in / 32], d * sum(q)
   const int16_t* bsums = nullptr;  // Q8_K: [n_tokens][n_in / 16], sum(q)
+  // Q8_32, optional (AVX-512 path): per pair of blocks (a, b) the lane-wise
+  // scales [d_a x8, d_b x8] and [s_a/8 x8, s_b/8 x8]; [n_tokens][nb/2][16].
+  const float* d16 = nullptr;
+  const float* s16 = nullptr;
 };
+
+// Fills d16/s16 (see ActQ8) of one token from its d and s (nb blocks).
+void expand_act_pairs(const float* d, const float* s, int64_t nb, float* d16, float* s16);
 
 // Scalar quantizers shared by every ISA so all paths see identical inputs.
 void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* s);
@@ -55,6 +62,7 @@ ActFormat act_format_of(WKind kind);
 
 struct IsaKernels {
   RowsFn rows[kNumWKinds] = {};
+  bool wants_pair_scales = false;  // needs ActQ8::d16 / s16
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
 };
 

@@ -18,6 +18,22 @@ struct KActs {
   }
 };
 
+// The 12 packed bytes of 6-bit (scale, min) pairs -> sc[0..7], mn[0..7]
+// (same result as ref::get_scale_min_k4 for j = 0..7, with word operations).
+inline void unpack_scales_k4(const uint8_t* packed, uint8_t* sc, uint8_t* mn) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  const uint32_t sc_lo = u[0] & k6;                                 // sc 0..3
+  const uint32_t mn_lo = u[1] & k6;                                 // mn 0..3
+  const uint32_t sc_hi = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);   // sc 4..7
+  const uint32_t mn_hi = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);  // mn 4..7
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(mn, &mn_lo, 4);
+  std::memcpy(mn + 4, &mn_hi, 4);
+}
+
 // Q4_K / Q5_K: 4 chunks of 64 elements, low nibbles = sub-block 2c, high =
 // 2c+1; Q5_K adds bit 2c / 2c+1 of qh[l] as bit 4.
 template <class Block, int T>
@@ -28,15 +44,11 @@ void tile_k45(const MatmulArgs& a, int64_t row, int64_t t0) {
   const KActs<T> x(a, t0);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[T];
-  float corr[T];
-  for (int t = 0; t < T; ++t) {
-    acc[t] = _mm256_setzero_ps();
-    corr[t] = 0;
-  }
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Block& blk = w[b];
     uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) ref::get_scale_min_k4(j, blk.scales, &sc[j], &mn[j]);
+    unpack_scales_k4(blk.scales, sc, mn);
     __m256i sum_lo[T], sum_hi[T];
     for (int t = 0; t < T; ++t) sum_lo[t] = sum_hi[t] = _mm256_setzero_si256();
     __m256i qh = _mm256_setzero_si256();
@@ -58,18 +70,20 @@ void tile_k45(const MatmulArgs& a, int64_t row, int64_t t0) {
         sum_hi[t] = madd_acc(sum_hi[t], _mm256_maddubs_epi16(hi, loadu256(xp + 32)), s_hi);
       }
     }
+    // mins, each repeated for the two 16-sums of its 32-element sub-block
+    __m128i mv;
+    std::memcpy(&mv, mn, 8);  // low 8 bytes used
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
     const float d = h2f(blk.d), dmin = h2f(blk.dmin);
     for (int t = 0; t < T; ++t) {
-      const int16_t* bs = x.bs[t] + b * 16;
-      int summ = 0;
-      for (int j = 0; j < 8; ++j) summ += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
       const float dx = x.xd[t][b];
+      const __m256i summ = _mm256_madd_epi16(loadu256(x.bs[t] + b * 16), m16);
       const __m256 p = _mm256_cvtepi32_ps(_mm256_add_epi32(sum_lo[t], sum_hi[t]));
       acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * dx), acc[t]);
-      corr[t] -= dmin * dx * static_cast<float>(summ);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_set1_ps(-dmin * dx), acc[t]);
     }
   }
-  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + row] = hsum256(acc[t]) + corr[t];
+  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + row] = hsum256(acc[t]);
 }
 
 // Q6_K: two halves of 128; q in 0..63 (offset 32 folded in via the Q8_K

@@ -1,6 +1,7 @@
 // AVX-512 tiles for the 32-element block types: two blocks per zmm (one
-// vpdpbusd per token per block pair), the pair's scales built with one
-// vcvtph2ps + vpermps instead of per-block scalar broadcasts. An odd last
+// vpdpbusd per token per block pair); the pair's weight scales are spread
+// to lanes once (vcvtph2ps + vpermps) and meet the activations' lane-wise
+// scales (ActQ8::d16 / s16) in one multiply and two FMAs per token. An odd last
 // block goes through the 256-bit legacy_step. Textually included by
 // matmul_avx512.cc after tiles_legacy_inl.h.
 
@@ -53,12 +54,10 @@ inline __m128 pair_c(const typename D::Block& a, const typename D::Block& b, __m
   return _mm_setzero_ps();
 }
 
-inline __m128 load2f(const float* p) { return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))); }
-
 template <class D, int T>
 inline void pair_step(const typename D::Block& A, const typename D::Block& B, int64_t b,
-                      const int8_t* const* xq, const float* const* xd, const float* const* xs, __m512* acc,
-                      __m128* corr) {
+                      const int8_t* const* xq, const float* const* d16, const float* const* s16,
+                      __m512* acc) {
   const __m512i kSpread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   __m512i q = pair_q<D>(A, B);
   const __m128 dw2 = halves2(A.d, B.d);
@@ -67,15 +66,25 @@ inline void pair_step(const typename D::Block& A, const typename D::Block& B, in
     neg = _mm512_movepi8_mask(q);
     q = _mm512_abs_epi8(q);
   }
-  [[maybe_unused]] const __m128 cw2 = pair_c<D>(A, B, dw2);
+  const __m512 dw16 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(dw2));
+  // Q4_0 / Q5_0: w = dw * (q - k), so acc += dw * (p * dx - k * s): no
+  // per-pair offset vector to build.
+  constexpr bool kConstOffset = std::is_same_v<D, DecQ4_0> || std::is_same_v<D, DecQ5_0>;
+  [[maybe_unused]] __m512 cw16;
+  if constexpr (!D::kSigned && !kConstOffset)
+    cw16 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(pair_c<D>(A, B, dw2)));
+  [[maybe_unused]] const __m512 neg_k = _mm512_set1_ps(std::is_same_v<D, DecQ4_0> ? -8.0f : -16.0f);
   for (int t = 0; t < T; ++t) {
     __m512i xv = _mm512_loadu_si512(xq[t] + 32 * b);
     if constexpr (D::kSigned) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
     const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv));
-    const __m128 s2 = _mm_mul_ps(dw2, load2f(xd[t] + b));
-    const __m512 s16 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(s2));
-    acc[t] = _mm512_fmadd_ps(p, s16, acc[t]);
-    if constexpr (!D::kSigned) corr[t] = _mm_fmadd_ps(cw2, load2f(xs[t] + b), corr[t]);
+    if constexpr (kConstOffset) {
+      const __m512 off = _mm512_mul_ps(neg_k, _mm512_loadu_ps(s16[t] + 8 * b));
+      acc[t] = _mm512_fmadd_ps(dw16, _mm512_fmadd_ps(p, _mm512_loadu_ps(d16[t] + 8 * b), off), acc[t]);
+    } else {
+      acc[t] = _mm512_fmadd_ps(p, _mm512_mul_ps(dw16, _mm512_loadu_ps(d16[t] + 8 * b)), acc[t]);
+      if constexpr (!D::kSigned) acc[t] = _mm512_fmadd_ps(cw16, _mm512_loadu_ps(s16[t] + 8 * b), acc[t]);
+    }
   }
 }
 
@@ -88,23 +97,23 @@ void tile_legacy512(const MatmulArgs& a, int64_t row, int64_t t0) {
   const int8_t* xq[T];
   const float* xd[T];
   const float* xs[T];
+  const float* d16[T];
+  const float* s16[T];
+  const int64_t stride16 = nb / 2 * 16;
   for (int t = 0; t < T; ++t) {
     xq[t] = a.act.qs + (t0 + t) * a.n_in;
     xd[t] = a.act.d + (t0 + t) * nb;
     xs[t] = a.act.s + (t0 + t) * nb;
+    d16[t] = a.act.d16 + (t0 + t) * stride16;
+    s16[t] = a.act.s16 + (t0 + t) * stride16;
   }
   __m512 acc[kU][T];
-  __m128 corr[kU][T];
   for (int u = 0; u < kU; ++u)
-    for (int t = 0; t < T; ++t) {
-      acc[u][t] = _mm512_setzero_ps();
-      corr[u][t] = _mm_setzero_ps();
-    }
+    for (int t = 0; t < T; ++t) acc[u][t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 * kU <= nb; b += 2 * kU)
-    for (int u = 0; u < kU; ++u)
-      pair_step<D, T>(w[b + 2 * u], w[b + 2 * u + 1], b + 2 * u, xq, xd, xs, acc[u], corr[u]);
-  for (; b + 2 <= nb; b += 2) pair_step<D, T>(w[b], w[b + 1], b, xq, xd, xs, acc[0], corr[0]);
+    for (int u = 0; u < kU; ++u) pair_step<D, T>(w[b + 2 * u], w[b + 2 * u + 1], b + 2 * u, xq, d16, s16, acc[u]);
+  for (; b + 2 <= nb; b += 2) pair_step<D, T>(w[b], w[b + 1], b, xq, d16, s16, acc[0]);
   __m256 tail[T];
   float tail_corr[T];
   for (int t = 0; t < T; ++t) {
@@ -114,14 +123,8 @@ void tile_legacy512(const MatmulArgs& a, int64_t row, int64_t t0) {
   if (b < nb) legacy_step<D, T>(w[b], b, xq, xd, xs, tail, tail_corr);
   for (int t = 0; t < T; ++t) {
     __m512 s = acc[0][t];
-    __m128 c = corr[0][t];
-    for (int u = 1; u < kU; ++u) {
-      s = _mm512_add_ps(s, acc[u][t]);
-      c = _mm_add_ps(c, corr[u][t]);
-    }
-    c = _mm_add_ps(c, _mm_movehdup_ps(c));
-    a.y[(t0 + t) * a.y_stride + row] =
-        _mm512_reduce_add_ps(s) + _mm_cvtss_f32(c) + hsum256(tail[t]) + tail_corr[t];
+    for (int u = 1; u < kU; ++u) s = _mm512_add_ps(s, acc[u][t]);
+    a.y[(t0 + t) * a.y_stride + row] = _mm512_reduce_add_ps(s) + hsum256(tail[t]) + tail_corr[t];
   }
 }
 
@@ -132,6 +135,7 @@ template <int T> void tile512_q5_0(const MatmulArgs& a, int64_t r, int64_t t) { 
 template <int T> void tile512_q5_1(const MatmulArgs& a, int64_t r, int64_t t) { tile_legacy512<DecQ5_1, T>(a, r, t); }
 
 void use_legacy512(IsaKernels& k) {
+  k.wants_pair_scales = true;
   k.rows[static_cast<int>(WKind::kQ8_0)] = PAGODA_TILED(tile512_q8_0);
   k.rows[static_cast<int>(WKind::kQ4_0)] = PAGODA_TILED(tile512_q4_0);
   k.rows[static_cast<int>(WKind::kQ4_1)] = PAGODA_TILED(tile512_q4_1);

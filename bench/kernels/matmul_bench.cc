@@ -1,0 +1,107 @@
+// Matmul micro-benchmarks over the TinyLlama-1.1B linear-layer shapes, for
+// every weight dtype, decode (1 token) and prefill (128 tokens), on the ISA
+// path matmul() picks (PAGODA_ISA overrides) and PAGODA_BENCH_THREADS
+// threads (default 2). Reports weight GB/s (bytes of W read per call / time)
+// and GFLOP/s (2 * n_in * n_out * n_tokens / time).
+//
+//   build-fast/kernels_bench --benchmark_filter='q4_0/2048x5632'
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/ref/quant_ref.h"
+
+namespace pagoda::kernels {
+namespace {
+
+int bench_threads() {
+  const char* env = std::getenv("PAGODA_BENCH_THREADS");
+  return env != nullptr ? std::max(1, std::atoi(env)) : 2;
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(bench_threads());
+  return p;
+}
+
+struct Matrix {
+  std::vector<uint8_t> w;
+  WeightView view;
+};
+
+// Quantizes a few random rows and repeats them: the kernel streams the whole
+// matrix either way, and K-quant quantization of 32000 rows would be slow.
+std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out) {
+  constexpr int kDistinct = 16;
+  auto m = std::make_unique<Matrix>();
+  const size_t rb = dtype_row_bytes(type, n_in);
+  std::vector<uint8_t> seed_rows(rb * kDistinct);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> row(n_in);
+  for (int r = 0; r < kDistinct; ++r) {
+    for (auto& v : row) v = nd(rng);
+    ref::quantize_row(type, row.data(), seed_rows.data() + r * rb, n_in);
+  }
+  m->w.resize(rb * n_out);
+  for (int64_t r = 0; r < n_out; ++r)
+    std::copy_n(seed_rows.data() + (r % kDistinct) * rb, rb, m->w.data() + r * rb);
+  m->view = WeightView{type, m->w.data(), n_in, n_out};
+  return m;
+}
+
+void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out, int64_t n_tokens) {
+  const auto m = make_matrix(type, n_in, n_out);
+  std::vector<float> x(n_in * n_tokens), y(n_out * n_tokens);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (auto _ : state) {
+    matmul(m->view, x.data(), n_in, n_tokens, y.data(), n_out, pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(m->view.row_bytes()) * n_out;
+  const double flops = 2.0 * n_in * n_out * n_tokens;
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(n_tokens),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + " t=" + std::to_string(bench_threads()));
+}
+
+struct Shape {
+  int64_t n_in, n_out;
+};
+constexpr Shape kShapes[] = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 2048}, {2048, 32000}};
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                            DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+int register_all() {
+  for (DType type : kTypes)
+    for (int64_t n_tokens : {1, 128})
+      for (Shape s : kShapes) {
+        if (s.n_in % dtype_block_size(type) != 0) continue;
+        const std::string name = std::string(n_tokens == 1 ? "decode/" : "prefill128/") +
+                                 std::string(dtype_name(type)) + "/" + std::to_string(s.n_in) + "x" +
+                                 std::to_string(s.n_out);
+        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.n_in, s.n_out, n_tokens)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+  return 0;
+}
+const int kRegistered = register_all();
+
+}  // namespace
+}  // namespace pagoda::kernels
+
+BENCHMARK_MAIN();

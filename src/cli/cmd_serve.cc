@@ -1,0 +1,137 @@
+// `pagoda serve`: the OpenAI-compatible HTTP server (src/server/) over the
+// engine thread. SIGINT/SIGTERM stop accepting, abort what runs, exit 0.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "engine/async_engine.h"
+#include "server/server.h"
+
+namespace pagoda::cli {
+
+namespace {
+
+bool read_file(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app("OpenAI-compatible HTTP server", "serve");
+  std::string model = default_model_path();
+  server::ServerConfig sc;
+  double kv_mib = 256, swap_mib = 0;
+  int32_t block_size = 16, threads = 0, ctx = 0, max_queue = 256;
+  std::string policy = "fcfs", preemption = "recompute", template_file;
+  bool no_prefix_cache = false;
+  SchedulerConfig sched;
+  app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
+  app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", sc.port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
+  app.add_option("--served-model-name", sc.served_model_name, "model id in the API (default: the file's stem)");
+  app.add_option("--chat-template", template_file, "Jinja chat template file (overrides the model's)");
+  app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7))
+      ->capture_default_str();
+  app.add_option("--swap-space", swap_mib, "host swap space for preempted KV in MiB")->check(CLI::Range(0.0, 1e7));
+  app.add_option("--block-size", block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--max-num-seqs", sched.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", sched.max_num_batched_tokens, "token budget per engine step")
+      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  app.add_option("--policy", policy, "scheduling policy")->check(CLI::IsMember({"fcfs", "priority", "sjf"}))
+      ->capture_default_str();
+  app.add_option("--preemption", preemption, "preemption mode")->check(CLI::IsMember({"recompute", "swap"}))
+      ->capture_default_str();
+  app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
+  app.add_option("-t,--threads", threads, "compute threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-c,--ctx-size", ctx, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  app.add_option("--max-queue", max_queue, "requests waiting before 429 (0: unbounded)")->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--http-threads", sc.num_http_threads, "connections served at once")->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_flag("--log-requests", sc.log_requests, "print one line per HTTP request");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (sc.served_model_name.empty()) sc.served_model_name = std::filesystem::path(model).stem().string();
+  if (!template_file.empty() && !read_file(template_file, &sc.chat_template)) {
+    std::fprintf(stderr, "pagoda serve: error: cannot read --chat-template %s\n", template_file.c_str());
+    return 1;
+  }
+  if (!template_file.empty() && sc.chat_template.empty()) {
+    std::fprintf(stderr, "pagoda serve: error: --chat-template %s is empty\n", template_file.c_str());
+    return 1;
+  }
+  sched.policy = policy == "priority" ? SchedPolicy::kPriority : policy == "sjf" ? SchedPolicy::kSjf : SchedPolicy::kFcfs;
+  sched.preempt_mode = preemption == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+
+  // Signals go to one waiting thread; every thread started below inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  EngineConfig cfg;
+  cfg.num_threads = threads;
+  cfg.max_model_len = ctx;
+  cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
+  cfg.swap_space_bytes = static_cast<int64_t>(swap_mib * 1024 * 1024);
+  cfg.block_size = block_size;
+  cfg.sched = sched;
+  cfg.enable_prefix_caching = !no_prefix_cache;
+  auto engine = Engine::create(model, cfg);
+  if (!engine) {
+    std::fprintf(stderr, "pagoda serve: error: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  AsyncEngine ae(std::move(engine).value(), max_queue);
+  auto srv = server::Server::create(ae, sc);
+  if (!srv) {
+    std::fprintf(stderr, "pagoda serve: error: %s\n", srv.status().message().c_str());
+    return 1;
+  }
+  server::Server& server = *srv.value();
+  if (!server.warning().empty()) std::fprintf(stderr, "pagoda serve: warning: %s\n", server.warning().c_str());
+  auto port = server.bind();
+  if (!port) {
+    std::fprintf(stderr, "pagoda serve: error: %s\n", port.status().message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "pagoda serve: model '%s' (context %d) listening on http://%s:%d\n",
+               sc.served_model_name.c_str(), ae.max_model_len(), sc.host.c_str(), port.value());
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done) {
+      const int sig = sigtimedwait(&sigs, nullptr, &tick);
+      if (sig != SIGINT && sig != SIGTERM) continue;
+      std::fprintf(stderr, "pagoda serve: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      server.begin_shutdown();
+      ae.shutdown();  // aborts running requests: open streams end now
+      server.stop();
+      return;
+    }
+  });
+  const bool ok = server.listen();
+  done = true;
+  waiter.join();
+  ae.shutdown();
+  return ok ? 0 : 1;
+}
+
+}  // namespace pagoda::cli

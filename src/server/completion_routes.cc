@@ -1,0 +1,196 @@
+// POST /v1/completions and POST /v1/chat/completions: parse, tokenize, run
+// the choices on the engine, and answer as one JSON body or as SSE chunks.
+#include <ctime>
+
+#include "server/generation.h"
+#include "server/request_parse.h"
+#include "server/response_format.h"
+#include "server/server_state.h"
+#include "server/sse.h"
+
+namespace pagoda::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxChoicesPerRequest = 256;
+
+// Everything a streaming response needs after the handler returns.
+struct Job {
+  ServerState* st = nullptr;
+  bool chat = false;
+  ResponseMeta meta;
+  GenerationParams gen;
+  int32_t logprobs = -1;          // completions: top-n; chat: >= 0 when logprobs
+  std::vector<std::string> echo;  // completions: per-choice prefix
+  Usage usage;                    // prompt tokens filled in before submit
+  Streams streams;
+};
+
+PieceFn piece_fn(const ServerState& st) {
+  const Tokenizer* tok = &st.engine.tokenizer();
+  return [tok](int32_t id) { return tok->token_to_piece(id, true); };
+}
+
+bool refuse_if_shutting_down(ServerState& st, httplib::Response& res) {
+  if (!st.shutting_down) return false;
+  send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "the server is shutting down")));
+  return true;
+}
+
+// Adds the n specs of one prompt to the job.
+MaybeError add_prompt(Job& job, std::vector<RequestSpec>& specs, const std::vector<int32_t>& tokens,
+                      int32_t default_max_tokens, const std::string& echo) {
+  auto s = make_choice_specs(job.gen, tokens, default_max_tokens, job.st->engine.max_model_len());
+  if (!s.is_ok()) return api_error_from_status(s.status(), job.chat ? "messages" : "prompt");
+  for (auto& spec : s.value()) {
+    specs.push_back(std::move(spec));
+    job.echo.push_back(echo);
+  }
+  job.usage.prompt_tokens += static_cast<int64_t>(tokens.size());
+  return std::nullopt;
+}
+
+void respond_whole(Job& job, httplib::Response& res) {
+  std::vector<ChoiceResult> choices = collect_choices(job.streams, job.st->metrics);
+  for (ChoiceResult& c : choices) {
+    if (c.finish_reason == FinishReason::kError)
+      return send_error(res, api_error_from_status(internal_error("generation failed: " + c.error)));
+    if (c.finish_reason == FinishReason::kAbort)
+      return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "the request was aborted "
+                                                                                    "(the server is shutting down)")));
+    c.text = job.echo[static_cast<size_t>(c.index)] + c.text;
+    job.usage.completion_tokens += c.num_output_tokens;
+  }
+  const PieceFn piece = piece_fn(*job.st);
+  send_json(res, job.chat ? chat_response(job.meta, choices, job.usage, piece, job.logprobs >= 0)
+                          : completion_response(job.meta, choices, job.usage, piece, job.logprobs));
+}
+
+// Runs inside httplib's chunked content provider: the whole stream in one call.
+bool stream_body(Job& job, httplib::DataSink& sink) {
+  auto write = [&sink](const std::string& s) { return sink.write(s.data(), s.size()); };
+  const bool with_usage = job.gen.include_usage;
+  const PieceFn piece = piece_fn(*job.st);
+  const auto total = static_cast<size_t>(num_choices(job.streams));
+  std::vector<size_t> offsets(total, 0);
+  for (size_t i = 0; i < total; ++i) {
+    const auto idx = static_cast<int32_t>(i);
+    bool ok = true;
+    if (job.chat) {
+      ok = write(sse_event(chat_chunk(job.meta, idx, {{"role", "assistant"}, {"content", ""}}, nullptr,
+                                      FinishReason::kNone, with_usage)));
+    } else if (!job.echo[i].empty()) {
+      ok = write(sse_event(completion_chunk(job.meta, idx, job.echo[i], nullptr, FinishReason::kNone, with_usage)));
+      offsets[i] = job.echo[i].size();
+    }
+    if (!ok) {
+      abort_choices(job.st->engine, job.streams, std::vector<bool>(job.streams.size(), false), job.st->metrics);
+      return false;
+    }
+  }
+  StreamCallbacks cb;
+  cb.on_output = [&](int32_t idx, const RequestOutput& o) {
+    if (o.finished) job.usage.completion_tokens += o.num_output_tokens;
+    const bool has_logprobs = job.logprobs >= 0 && !o.samples.empty();
+    if (job.chat) {
+      if (!o.text.empty() || has_logprobs) {
+        json lp = has_logprobs ? chat_logprobs(o.samples, piece) : json(nullptr);
+        if (!write(sse_event(chat_chunk(job.meta, idx, {{"content", o.text}}, lp, FinishReason::kNone, with_usage))))
+          return false;
+      }
+      return !o.finished ||
+             write(sse_event(chat_chunk(job.meta, idx, json::object(), nullptr, o.finish_reason, with_usage)));
+    }
+    if (o.text.empty() && !has_logprobs && !o.finished) return true;
+    size_t& off = offsets[static_cast<size_t>(idx)];
+    json lp = job.logprobs >= 0 ? completion_logprobs(o.samples, piece, job.logprobs, off) : json(nullptr);
+    off += o.text.size();
+    return write(sse_event(completion_chunk(job.meta, idx, o.text, lp, o.finish_reason, with_usage)));
+  };
+  cb.on_idle = [&]() { return sink.is_writable() && write(sse_comment("keep-alive")); };
+  if (!stream_choices(job.st->engine, job.streams, job.st->metrics, cb)) return false;
+  if (with_usage &&
+      !write(sse_event(usage_chunk(job.meta, job.chat ? "chat.completion.chunk" : "text_completion", job.usage))))
+    return false;
+  if (!write(sse_done())) return false;
+  sink.done();
+  return true;
+}
+
+void run_job(std::shared_ptr<Job> job, std::vector<RequestSpec> specs, httplib::Response& res) {
+  if (specs.size() > kMaxChoicesPerRequest)
+    return send_error(res, bad_request("too many choices in one request (prompts x n > " +
+                                       std::to_string(kMaxChoicesPerRequest) + ")", "n"));
+  auto streams = submit_choices(job->st->engine, std::move(specs));
+  if (!streams.is_ok()) return send_error(res, api_error_from_status(streams.status(), job->chat ? "messages" : "prompt"));
+  job->streams = std::move(streams).value();
+  job->meta.created = std::time(nullptr);
+  if (!job->gen.stream) return respond_whole(*job, res);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job](size_t, httplib::DataSink& sink) { return stream_body(*job, sink); },
+      [job](bool success) {
+        // The provider never ran (the client left first): free the requests.
+        if (!success) {
+          for (const auto& s : job->streams) job->st->engine.abort(s.stream->id());
+        }
+      });
+}
+
+}  // namespace
+
+void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  if (refuse_if_shutting_down(st, res)) return;
+  json body;
+  if (auto e = parse_json_body(req, &body)) return send_error(res, *e);
+  CompletionRequest cr;
+  if (auto e = parse_completion_request(body, &cr)) return send_error(res, *e);
+  if (auto e = st.check_model(cr.gen.model)) return send_error(res, *e);
+  auto job = std::make_shared<Job>();
+  job->st = &st;
+  job->gen = cr.gen;
+  job->logprobs = cr.logprobs;
+  job->meta = {st.new_response_id("cmpl"), 0, st.config.served_model_name};
+  if (cr.prompts.size() * static_cast<size_t>(cr.gen.n) > kMaxChoicesPerRequest)
+    return send_error(res, bad_request("too many choices in one request (prompts x n > " +
+                                       std::to_string(kMaxChoicesPerRequest) + ")", "n"));
+  const Tokenizer& tok = st.engine.tokenizer();
+  std::vector<RequestSpec> specs;
+  for (const PromptInput& p : cr.prompts) {
+    std::vector<int32_t> tokens = p.is_tokens ? p.tokens : tok.encode(p.text, true, true);
+    if (tokens.empty()) return send_error(res, bad_request("the prompt is empty", "prompt"));
+    const std::string echo = !cr.echo ? "" : p.is_tokens ? tok.decode(p.tokens) : p.text;
+    if (auto e = add_prompt(*job, specs, tokens, 16, echo)) return send_error(res, *e);
+  }
+  run_job(std::move(job), std::move(specs), res);
+}
+
+void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  if (refuse_if_shutting_down(st, res)) return;
+  json body;
+  if (auto e = parse_json_body(req, &body)) return send_error(res, *e);
+  ChatRequest cr;
+  if (auto e = parse_chat_request(body, &cr)) return send_error(res, *e);
+  if (auto e = st.check_model(cr.gen.model)) return send_error(res, *e);
+  if (!st.chat) return send_error(res, api_error_from_status(Status(StatusCode::kUnimplemented, st.chat_error)));
+  restore_key_order(nlohmann::ordered_json::parse(req.body), &cr);
+  auto prompt = st.chat->render(cr.messages, cr.add_generation_prompt, cr.tools, cr.template_kwargs);
+  if (!prompt.is_ok()) return send_error(res, api_error_from_status(prompt.status(), "messages"));
+  auto job = std::make_shared<Job>();
+  job->st = &st;
+  job->chat = true;
+  job->gen = cr.gen;
+  job->logprobs = cr.logprobs ? cr.top_logprobs : -1;
+  job->meta = {st.new_response_id("chatcmpl"), 0, st.config.served_model_name};
+  const std::vector<int32_t> tokens = st.engine.tokenizer().encode(prompt.value(), false, true);
+  if (tokens.empty()) return send_error(res, bad_request("the rendered chat prompt is empty", "messages"));
+  std::vector<RequestSpec> specs;
+  if (auto e = add_prompt(*job, specs, tokens, 0, "")) return send_error(res, *e);
+  run_job(std::move(job), std::move(specs), res);
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,170 @@
+// Unit tests of the pure request parsing: OpenAI JSON -> engine specs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "server/request_parse.h"
+
+namespace pagoda::server {
+namespace {
+
+using nlohmann::json;
+
+MaybeError parse_c(const std::string& text, CompletionRequest* out) {
+  return parse_completion_request(json::parse(text), out);
+}
+
+TEST(RequestParse, CompletionDefaultsAndFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_c(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":40,
+      "min_p":0.1,"n":3,"stop":["a","","bb"],"seed":11,"logprobs":2,"presence_penalty":-1.5,
+      "frequency_penalty":0.5,"logit_bias":{"5":-100,"7":3.5},"stream":true,
+      "stream_options":{"include_usage":true},"echo":false,"user":"x"})", &r));
+  EXPECT_EQ(r.gen.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hi");
+  EXPECT_EQ(*r.gen.max_tokens, 7);
+  EXPECT_EQ(r.gen.n, 3);
+  EXPECT_TRUE(r.gen.stream);
+  EXPECT_TRUE(r.gen.include_usage);
+  const SamplingParams& sp = r.gen.base.sampling;
+  EXPECT_FLOAT_EQ(sp.temperature, 0.5f);
+  EXPECT_EQ(sp.top_k, 40);
+  EXPECT_EQ(sp.logprobs, 2);
+  EXPECT_EQ(*sp.seed, 11u);
+  ASSERT_EQ(sp.logit_bias.size(), 2u);
+  EXPECT_EQ(r.gen.base.stop, (std::vector<std::string>{"a", "bb"}));  // empty stop strings dropped
+
+  CompletionRequest d;
+  ASSERT_FALSE(parse_c(R"({"prompt":"x"})", &d));
+  EXPECT_FALSE(d.gen.max_tokens.has_value());
+  EXPECT_EQ(d.gen.base.sampling.logprobs, -1);
+  EXPECT_EQ(d.gen.n, 1);
+}
+
+TEST(RequestParse, PromptForms) {
+  CompletionRequest a, b, c;
+  ASSERT_FALSE(parse_c(R"({"prompt":[1,2,3]})", &a));
+  ASSERT_EQ(a.prompts.size(), 1u);
+  EXPECT_TRUE(a.prompts[0].is_tokens);
+  EXPECT_EQ(a.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_FALSE(parse_c(R"({"prompt":["x","y"]})", &b));
+  EXPECT_EQ(b.prompts.size(), 2u);
+  ASSERT_FALSE(parse_c(R"({"prompt":[[1],[2,3]]})", &c));
+  ASSERT_EQ(c.prompts.size(), 2u);
+  EXPECT_EQ(c.prompts[1].tokens.size(), 2u);
+}
+
+// Every bad value is a 400 naming the field (or 422 for unsupported ones).
+TEST(RequestParse, BadValues) {
+  struct Case { const char* body; int status; const char* param; };
+  const Case cases[] = {
+      {R"({"prompt":"x","max_tokens":-1})", 400, "max_tokens"},
+      {R"({"prompt":"x","max_tokens":0})", 400, "max_tokens"},
+      {R"({"prompt":"x","max_tokens":1e300})", 400, "max_tokens"},
+      {R"({"prompt":"x","max_tokens":99999999999999999999})", 400, "max_tokens"},
+      {R"({"prompt":"x","max_tokens":"16"})", 400, "max_tokens"},
+      {R"({"prompt":"x","max_tokens":1.5})", 400, "max_tokens"},
+      {R"({"prompt":"x","temperature":-0.1})", 400, "temperature"},
+      {R"({"prompt":"x","temperature":1e300})", 400, "temperature"},
+      {R"({"prompt":"x","temperature":"hot"})", 400, "temperature"},
+      {R"({"prompt":"x","top_p":0})", 400, "top_p"},
+      {R"({"prompt":"x","n":0})", 400, "n"},
+      {R"({"prompt":"x","n":100000})", 400, "n"},
+      {R"({"prompt":"x","stream":"yes"})", 400, "stream"},
+      {R"({"prompt":"x","stop":5})", 400, "stop"},
+      {R"({"prompt":"x","stop":["a",1]})", 400, "stop"},
+      {R"({"prompt":"x","logit_bias":{"abc":1}})", 400, "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"3":1000}})", 400, "logit_bias"},
+      {R"({"prompt":"x","presence_penalty":3})", 400, "presence_penalty"},
+      {R"({"prompt":"x","logprobs":21})", 400, "logprobs"},
+      {R"({"prompt":"x","user":42})", 400, "user"},
+      {R"({"prompt":"x","model":7})", 400, "model"},
+      {R"({"prompt":"x","seed":"s"})", 400, "seed"},
+      {R"({"prompt":[-1]})", 400, "prompt"},
+      {R"({"prompt":[]})", 400, "prompt"},
+      {R"({"prompt":[[]]})", 400, "prompt"},
+      {R"({"prompt":{"a":1}})", 400, "prompt"},
+      {R"({"max_tokens":3})", 400, "prompt"},
+      {R"({"prompt":"x","best_of":3})", 422, "best_of"},
+      {R"({"prompt":"x","echo":true,"logprobs":1})", 422, "echo"},
+  };
+  for (const Case& c : cases) {
+    CompletionRequest r;
+    auto e = parse_c(c.body, &r);
+    ASSERT_TRUE(e.has_value()) << c.body;
+    EXPECT_EQ(e->http_status, c.status) << c.body;
+    EXPECT_EQ(e->param, c.param) << c.body << ": " << e->message;
+    EXPECT_FALSE(e->message.empty());
+  }
+  CompletionRequest r;
+  auto e = parse_completion_request(json::array({1, 2}), &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 400);
+}
+
+TEST(RequestParse, Chat) {
+  ChatRequest r;
+  ASSERT_FALSE(parse_chat_request(json::parse(R"({"messages":[{"role":"system","content":"s"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+      {"role":"assistant","content":null}],"max_completion_tokens":5,"logprobs":true,"top_logprobs":3})"),
+                                  &r));
+  EXPECT_EQ(r.messages[1]["content"], "ab");
+  EXPECT_EQ(r.messages[2]["content"], "");
+  EXPECT_EQ(*r.gen.max_tokens, 5);
+  EXPECT_EQ(r.gen.base.sampling.logprobs, 3);
+
+  struct Case { const char* body; int status; };
+  const Case bad[] = {
+      {R"({"messages":[]})", 400},
+      {R"({})", 400},
+      {R"({"messages":"hi"})", 400},
+      {R"({"messages":[{"content":"x"}]})", 400},
+      {R"({"messages":[{"role":"wizard","content":"x"}]})", 400},
+      {R"({"messages":[{"role":"user","content":5}]})", 400},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", 422},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400},
+      {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":50})", 400},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":{}})", 400},
+  };
+  for (const Case& c : bad) {
+    ChatRequest q;
+    auto e = parse_chat_request(json::parse(c.body), &q);
+    ASSERT_TRUE(e.has_value()) << c.body;
+    EXPECT_EQ(e->http_status, c.status) << c.body;
+  }
+}
+
+TEST(RequestParse, ChoiceSpecs) {
+  GenerationParams g;
+  g.n = 3;
+  g.base.sampling.seed = 100;
+  auto specs = make_choice_specs(g, {1, 2, 3}, 16, 64);
+  ASSERT_TRUE(specs.is_ok());
+  ASSERT_EQ(specs->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*specs)[i].prompt.size(), 3u);
+    EXPECT_EQ((*specs)[i].max_tokens, 16);
+    EXPECT_EQ(*(*specs)[i].sampling.seed, 100u + i);  // distinct seeds per choice
+  }
+  // Default max tokens <= 0: the rest of the context, capped by it.
+  auto rest = make_choice_specs(GenerationParams{}, std::vector<int32_t>(10, 1), 0, 64);
+  ASSERT_TRUE(rest.is_ok());
+  EXPECT_EQ((*rest)[0].max_tokens, 54);
+  auto capped = make_choice_specs(GenerationParams{}, std::vector<int32_t>(60, 1), 16, 64);
+  ASSERT_TRUE(capped.is_ok());
+  EXPECT_EQ((*capped)[0].max_tokens, 4);
+  // Explicit max_tokens past the context, and prompts that fill it: out of range.
+  GenerationParams big;
+  big.max_tokens = 60;
+  auto over = make_choice_specs(big, std::vector<int32_t>(10, 1), 16, 64);
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kOutOfRange);
+  EXPECT_FALSE(make_choice_specs(GenerationParams{}, std::vector<int32_t>(64, 1), 16, 64).is_ok());
+  // No seed: none invented.
+  auto unseeded = make_choice_specs(GenerationParams{}, {1}, 4, 64);
+  EXPECT_FALSE((*unseeded)[0].sampling.seed.has_value());
+}
+
+}  // namespace
+}  // namespace pagoda::server
