@@ -66,6 +66,8 @@ Status Engine::validate(const RequestSpec& spec) const {
     if (t < 0 || t >= mc.n_vocab) return invalid_argument("prompt token id " + std::to_string(t) + " is out of range");
   if (spec.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
   if (spec.n < 1 || spec.n > 256) return invalid_argument("n must be in 1..256");
+  if (spec.use_beam_search && (spec.beam_width < 1 || spec.beam_width > 64 || spec.n > spec.beam_width))
+    return invalid_argument("beam search needs 1 <= n <= beam width <= 64");
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
   if (prompt_len >= max_model_len_)
     return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the context length is " +
@@ -246,10 +248,16 @@ std::vector<RequestOutput> Engine::step() {
     const int32_t first = s.seq->num_computed_tokens - s.num_new_tokens;
     num_prompt += std::max(0, std::min(s.seq->num_prompt_tokens, s.seq->num_computed_tokens) - first);
   }
+  std::vector<Request*> beam_requests;
   for (size_t r = 0; r < logit_owners_.size(); ++r) {
     Choice& c = *logit_owners_[r];
     Request& req = *c.request;
     float* row = &logits_[r * n_vocab];
+    if (req.spec.use_beam_search) {
+      beam_record(c, row);
+      beam_requests.push_back(&req);
+      continue;
+    }
     if (req.spec.n > 1 && req.choices.size() == 1) fork_choices(req, row, outputs);
     const Sequence& seq = c.seq;
     const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
@@ -259,6 +267,9 @@ std::vector<RequestOutput> Engine::step() {
     postprocess(c, std::move(sr), o);
     outputs.push_back(std::move(o));
   }
+  std::sort(beam_requests.begin(), beam_requests.end());
+  beam_requests.erase(std::unique(beam_requests.begin(), beam_requests.end()), beam_requests.end());
+  for (Request* req : beam_requests) beam_step(*req, outputs);  // may finish and erase req
   const double secs = now() - t_start;
   ++stats_.num_steps;
   stats_.num_prompt_tokens_computed += num_prompt;
@@ -270,6 +281,7 @@ std::vector<RequestOutput> Engine::step() {
   for (auto& o : outputs) {
     if (!o.finished) continue;
     auto it = requests_.find(o.id);
+    if (it == requests_.end()) continue;  // beam search finished it already
     Request& req = *it->second;
     finish_choice(*req.choices.at(o.index), o.finish_reason);
     if (req.num_finished == req.spec.n) {

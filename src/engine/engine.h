@@ -84,6 +84,15 @@ class Engine {
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopStringMatcher> stops;
     bool finished = false;
+    // Beam search state.
+    double cum_logprob = 0;
+    std::vector<std::pair<int32_t, float>> candidates;  // top (token, logprob) of the last logits
+    bool has_candidates = false;
+  };
+  struct Hypothesis {
+    std::vector<int32_t> output;
+    double score = 0;
+    FinishReason reason = FinishReason::kStop;
   };
   struct Request {
     RequestSpec spec;
@@ -91,6 +100,7 @@ class Engine {
     RequestTiming timing;
     int32_t num_cached_tokens = 0;
     int32_t num_finished = 0;
+    std::vector<Hypothesis> hypotheses;  // beam search: finished beams
   };
 
   Engine() = default;
@@ -102,6 +112,11 @@ class Engine {
   void fork_choices(Request& req, const float* logits, std::vector<RequestOutput>& outputs);
   void postprocess(Choice& c, SampleResult sr, RequestOutput& o);
   void finish_choice(Choice& c, FinishReason reason);
+  // Beam search: records the top candidates of a beam's logits; once every
+  // live beam has them, selects the next beams (engine/beam_search.cc).
+  void beam_record(Choice& c, const float* logits);
+  void beam_step(Request& req, std::vector<RequestOutput>& outputs);
+  void beam_finish(Request& req, std::vector<RequestOutput>& outputs);
 
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<LlamaModel> model_;

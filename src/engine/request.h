@@ -18,6 +18,12 @@ struct RequestSpec {
   std::vector<std::string> stop;  // stop strings (not included in the text)
   int32_t priority = 0;           // lower runs first under the priority policy
   int32_t n = 1;                  // parallel samples: forked after the prompt, sharing its blocks
+  // Beam search (deterministic; sampling parameters are ignored): keeps
+  // beam_width hypotheses by cumulative log-probability, forking and freeing
+  // beams that share their history blocks; returns the n best (n <= width).
+  bool use_beam_search = false;
+  int32_t beam_width = 1;
+  float length_penalty = 1.0f;    // score = cum_logprob / length^length_penalty
 };
 
 // Per-request latency figures, seconds on the engine clock.

@@ -64,7 +64,6 @@ MaybeError check_ignored_fields(const FieldReader& r) {
       {"response_format", json::value_t::object}, {"tool_choice", json::value_t::string},
       {"parallel_tool_calls", json::value_t::boolean}, {"service_tier", json::value_t::string},
       {"metadata", json::value_t::object},      {"store", json::value_t::boolean},
-      {"best_of", json::value_t::number_integer},
   };
   for (const auto& [key, type] : kIgnored) {
     if (std::string(key) == "tool_choice" && r.find(key) && r.find(key)->is_object()) continue;
@@ -111,9 +110,14 @@ MaybeError parse_generation(const json& body, bool chat, GenerationParams* g) {
   }
   if (auto e = r.read_bool("ignore_eos", &g->base.ignore_eos)) return e;
   if (auto e = r.read_int32("priority", -1000000, 1000000, &g->base.priority)) return e;
+  if (auto e = r.read_bool("use_beam_search", &g->base.use_beam_search)) return e;
+  if (auto e = r.read_float("length_penalty", -10.0, 10.0, &g->base.length_penalty)) return e;
   int64_t best_of = g->n;
   if (auto e = r.read_int("best_of", 1, kMaxChoices, &best_of)) return e;
-  if (best_of != g->n) {
+  if (g->base.use_beam_search) {  // vLLM's legacy API: best_of is the beam width
+    if (best_of < g->n || best_of > 64) return bad_request("beam search needs n <= best_of <= 64", "best_of");
+    g->base.beam_width = static_cast<int32_t>(best_of);
+  } else if (best_of != g->n) {
     ApiError e = bad_request("'best_of' different from 'n' is not supported", "best_of");
     e.http_status = 422;
     return e;
