@@ -145,4 +145,54 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
   });
 }
 
+void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, int64_t x_stride, int64_t n_tokens,
+                  float* const* ys, const int64_t* y_strides, ThreadPool& pool) {
+  constexpr int kMaxWeights = 4;
+  bool same = n_weights <= kMaxWeights;
+  for (int i = 1; i < n_weights && same; ++i)
+    same = ws[i]->type == ws[0]->type && ws[i]->n_in == ws[0]->n_in;
+  if (!same || n_tokens <= 0 || pool.num_threads() == 1) {
+    for (int i = 0; i < n_weights; ++i) matmul(*ws[i], x, x_stride, n_tokens, ys[i], y_strides[i], pool);
+    return;
+  }
+  const int kind = cpu::wkind_of(ws[0]->type);
+  PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
+  const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
+  const IsaKernels& k = table();
+  cpu::ActQ8 act{};
+  if (fmt != ActFormat::kFloat) act = quantize_acts(fmt, x, x_stride, n_tokens, ws[0]->n_in, k.wants_pair_scales, pool);
+  struct Fused {
+    cpu::MatmulArgs args[kMaxWeights];
+    int64_t begin[kMaxWeights + 1];  // row offsets of each weight in the concatenation
+    int n;
+    cpu::RowsFn rows;
+  } f{};
+  f.n = n_weights;
+  f.rows = k.rows[kind];
+  f.begin[0] = 0;
+  for (int i = 0; i < n_weights; ++i) {
+    cpu::MatmulArgs& a = f.args[i];
+    a.w = static_cast<const uint8_t*>(ws[i]->data);
+    a.row_bytes = ws[i]->row_bytes();
+    a.n_in = ws[i]->n_in;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.n_tokens = n_tokens;
+    a.y = ys[i];
+    a.y_stride = y_strides[i];
+    a.act = act;
+    f.begin[i + 1] = f.begin[i] + ws[i]->n_out;
+  }
+  pool.run([&f](int ti, int nt) {
+    const int64_t total = f.begin[f.n];
+    const int64_t chunk = ((total + nt - 1) / nt + 3) / 4 * 4;
+    const int64_t r0 = std::min<int64_t>(total, ti * chunk);
+    const int64_t r1 = std::min<int64_t>(total, r0 + chunk);
+    for (int i = 0; i < f.n; ++i) {
+      const int64_t b = std::max(r0, f.begin[i]), e = std::min(r1, f.begin[i + 1]);
+      if (b < e) f.rows(f.args[i], b - f.begin[i], e - f.begin[i]);
+    }
+  });
+}
+
 }  // namespace pagoda::kernels

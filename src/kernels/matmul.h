@@ -30,6 +30,13 @@ struct WeightView {
 void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
             int64_t y_stride, ThreadPool& pool);
 
+// Several weights applied to the same input (Q/K/V, gate/up): the
+// activations are quantized once and all rows split across the pool in one
+// job, so the threads meet at one barrier instead of one per weight. Falls
+// back to separate calls when the weights differ in dtype or row length.
+void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, int64_t x_stride, int64_t n_tokens,
+                  float* const* ys, const int64_t* y_strides, ThreadPool& pool);
+
 // Dequantizes row `row` of w into dst (n_in floats): embedding lookup.
 void get_row(const WeightView& w, int64_t row, float* dst);
 

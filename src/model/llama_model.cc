@@ -114,9 +114,12 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const Layer& l = layers_[il];
   for (int64_t t = 0; t < n; ++t)
     kernels::rms_norm(&ws_.x[t * c.n_embd], l.attn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
-  kernels::matmul(l.wq, ws_.h.data(), c.n_embd, n, ws_.q.data(), c.q_dim(), pool);
-  kernels::matmul(l.wk, ws_.h.data(), c.n_embd, n, ws_.k.data(), c.kv_dim(), pool);
-  kernels::matmul(l.wv, ws_.h.data(), c.n_embd, n, ws_.v.data(), c.kv_dim(), pool);
+  {
+    const kernels::WeightView* w[] = {&l.wq, &l.wk, &l.wv};
+    float* y[] = {ws_.q.data(), ws_.k.data(), ws_.v.data()};
+    const int64_t stride[] = {c.q_dim(), c.kv_dim(), c.kv_dim()};
+    kernels::matmul_fused(w, 3, ws_.h.data(), c.n_embd, n, y, stride, pool);
+  }
 
   kernels::RopeParams rp;
   rp.style = c.rope_style;
@@ -171,8 +174,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     const Layer& l = layers_[il];
     for (int64_t t = 0; t < n; ++t)
       kernels::rms_norm(&ws_.x[t * c.n_embd], l.ffn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
-    kernels::matmul(l.w_gate, ws_.h.data(), c.n_embd, n, ws_.gate.data(), c.n_ff, pool);
-    kernels::matmul(l.w_up, ws_.h.data(), c.n_embd, n, ws_.up.data(), c.n_ff, pool);
+    const kernels::WeightView* w[] = {&l.w_gate, &l.w_up};
+    float* y[] = {ws_.gate.data(), ws_.up.data()};
+    const int64_t stride[] = {c.n_ff, c.n_ff};
+    kernels::matmul_fused(w, 2, ws_.h.data(), c.n_embd, n, y, stride, pool);
     kernels::swiglu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * c.n_ff);
     kernels::matmul(l.w_down, ws_.gate.data(), c.n_ff, n, ws_.h.data(), c.n_embd, pool);
     kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * c.n_embd);
