@@ -1,0 +1,97 @@
+"""Writes a model card (markdown) from the training and finalize results."""
+import math
+
+SOURCES = {
+    "kjv": "King James Bible (Debian `bible-kjv-text`, via the `bible` program)",
+    "fortune": "fortune cookies (Debian `fortunes`, `fortunes-min`; no ascii-art)",
+    "devil": "Ambrose Bierce, The Devil's Dictionary (Debian `dict-devil`)",
+    "jargon": "The Jargon File (Debian `dict-jargon`)",
+    "gcide": "Webster 1913 via GCIDE, every 12th entry (Debian `dict-gcide`)",
+    "python": "Python 3.11 standard library, every other top-level module "
+              "(`/usr/lib/python3.11/*.py`)",
+}
+
+
+def write(path, info, ref, samples, agreement, stats, size, f16):
+    c = info["config"]
+    hd = c["n_embd"] // c["n_head"]
+    L = []
+    L.append(f"# {info['name']}\n")
+    L.append("A small llama-architecture model trained from scratch on CPU with "
+             "`tools/train/` (see its README for the exact commands). It is a "
+             "test and demo model: it writes text that looks like its corpus, "
+             "not text that is true or useful.\n")
+    L.append("## Shape\n")
+    L.append("| | |\n|---|---|")
+    for k, v in [("architecture", "llama (RoPE interleaved/GGML norm, RMSNorm, "
+                  "SwiGLU, GQA, tied embeddings)"),
+                 ("parameters", f"{info['params']:,}"),
+                 ("vocabulary", f"{c['n_vocab']} (byte-level BPE, GPT-2 "
+                  "pre-tokenizer, trained on the same corpus)"),
+                 ("context", c["n_ctx"]), ("embedding", c["n_embd"]),
+                 ("layers", c["n_layer"]),
+                 ("heads / kv heads / head dim",
+                  f"{c['n_head']} / {c['n_kv_head']} / {hd}"),
+                 ("feed-forward", c["n_ff"]),
+                 ("rope base / rms eps", f"{c['rope_base']} / {c['norm_eps']}"),
+                 ("file", f"{'F16' if f16 else 'F32'} GGUF, "
+                  f"{size / 1e6:.1f} MB")]:
+        L.append(f"| {k} | {v} |")
+    L.append("\nSpecial tokens (control): `<|bos|>` (BOS), `<|eos|>` (EOS), "
+             "`<|pad|>`, `<|im_start|>`, `<|im_end|>`, `<|unk|>`; a ChatML "
+             "chat template is included, though the model never saw chat data.\n")
+    L.append("## Corpus\n")
+    L.append("Built by `tools/train/corpus.py` from installed Debian packages; "
+             "a document goes to the held-out split when the first byte of "
+             "md5(`source:id`) is < 5 (about 2%).\n")
+    L.append("| source | train docs | train chars | held-out docs | held-out chars |")
+    L.append("|---|---|---|---|---|")
+    for k, s in stats.items():
+        L.append(f"| {SOURCES.get(k, k)} | {s['train_docs']} | "
+                 f"{s['train_chars']:,} | {s['val_docs']} | {s['val_chars']:,} |")
+    L.append(f"\nTokens: {info['train_tokens']:,} train, "
+             f"{info['val_tokens']:,} held-out (each document is "
+             "`<|bos|>` text `<|eos|>`).\n")
+    L.append("## Training\n")
+    L.append(f"- steps: {info['steps']} x batch {info['batch']} x "
+             f"{c['n_ctx']} tokens = **{info['tokens_seen']:,} tokens seen** "
+             f"({info['tokens_seen'] / info['train_tokens']:.2f} epochs)")
+    L.append(f"- time: **{info['train_seconds'] / 60:.1f} min** on "
+             f"{info['threads']} CPU thread (torch {info.get('torch', '1.13')}, "
+             "OpenBLAS), shared machine")
+    L.append(f"- AdamW (0.9, 0.95), weight decay 0.1, peak lr {info['lr']}, "
+             f"{info['warmup']} warmup steps, cosine to 10%, grad clip 1.0, "
+             f"seed {info['seed']}")
+    L.append("\n## Validation\n")
+    L.append(f"- held-out split: loss **{info['val_loss']:.4f}** nats/token, "
+             f"perplexity **{info['val_ppl']:.2f}** ({info['val_predictions']:,}"
+             f" predictions; {info['val_method']})")
+    h = ref["heldout"]
+    L.append(f"- `models/heldout-sample.txt` ({h['n_tokens']} tokens with BOS): "
+             f"perplexity **{h['ppl']:.4f}** (loss {h['nll']:.6f}, "
+             f"{h['n_scored']} predictions), llama.cpp style: non-overlapping "
+             f"{h['n_ctx']}-token chunks, first token of each chunk set to BOS, "
+             "second half of each chunk scored. `pagoda perplexity` on that "
+             "file should match this.")
+    if agreement:
+        L.append(f"- top-1 agreement with {agreement['target']}: "
+                 f"**{100 * agreement['top1_agreement']:.1f}%** of "
+                 f"{agreement['positions']:,} held-out positions (greedy token "
+                 "of both models equal given the same prefix); this predicts "
+                 "the speculative-decoding acceptance rate at temperature 0.")
+    L.append("\nLoss during training (validation on 32 held-out windows):\n")
+    L.append("| step | train loss | val loss | min |\n|---|---|---|---|")
+    for e in info["log"]:
+        L.append(f"| {e['step']} | {e['train_loss']:.3f} | "
+                 f"{e['val_loss_subset']:.3f} | {e['elapsed_s'] / 60:.1f} |")
+    L.append("\n## Samples\n")
+    L.append("Greedy (temperature 0, 32 tokens; these are the reference "
+             "continuations in `" + info["name"] + ".ref.json`):\n")
+    for g in ref["greedy"]:
+        L.append("```\n" + g["prompt"] + g["greedy_text"] + "\n```")
+    L.append("\nSampled (temperature 0.8, top-k 40, torch seed 7, 64 tokens):\n")
+    for p, s in samples:
+        L.append("```\n" + p + s + "\n```")
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+    return math.exp(info["val_loss"])
