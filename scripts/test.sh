@@ -8,6 +8,7 @@ scripts/build.sh
 # The official openai npm client for the server's client test (npm registry).
 if command -v npm >/dev/null; then
   (cd tests/server/node && npm ci --no-audit --no-fund --loglevel=error) || echo "test.sh: npm ci failed; the node client test will be skipped"
+  (cd tests/server/chat_page && npm ci --no-audit --no-fund --loglevel=error) || echo "test.sh: npm ci failed; the chat page test will be skipped"
 fi
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 if [ -x tests/fuzz/run_gguf_fuzz.sh ]; then

@@ -1,5 +1,6 @@
-// `pagoda bench model` (llama-bench style pp/tg) and `pagoda bench throughput`
-// (vLLM's offline throughput benchmark).
+// `pagoda bench model` (llama-bench style pp/tg), `pagoda bench throughput`
+// (vLLM's offline throughput benchmark) and `pagoda bench serve` (online, over
+// HTTP; bench_serve_cmd.cc).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -220,13 +221,14 @@ int bench_throughput(int argc, char** argv) {
 int cmd_bench(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fprintf(argc < 2 ? stderr : stdout,
-                 "%susage: pagoda bench <model|throughput> [options]\n", argc < 2 ? "pagoda bench: error: no benchmark given\n" : "");
+                 "%susage: pagoda bench <model|throughput|serve> [options]\n", argc < 2 ? "pagoda bench: error: no benchmark given\n" : "");
     return argc < 2 ? 2 : 0;
   }
   const std::string which = argv[1];
   if (which == "model") return bench_model(argc - 1, argv + 1);
   if (which == "throughput") return bench_throughput(argc - 1, argv + 1);
-  std::fprintf(stderr, "pagoda bench: error: unknown benchmark '%s' (model, throughput)\n", which.c_str());
+  if (which == "serve") return bench_serve(argc - 1, argv + 1);
+  std::fprintf(stderr, "pagoda bench: error: unknown benchmark '%s' (model, throughput, serve)\n", which.c_str());
   return 2;
 }
 

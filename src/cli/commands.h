@@ -9,5 +9,8 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
+// `pagoda bench serve` (argv[0] is "serve").
+int bench_serve(int argc, char** argv);
 
 }  // namespace pagoda::cli

@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"tokenize", pagoda::cli::cmd_tokenize, "print the token ids of a text"},
     {"make-model", pagoda::cli::cmd_make_model, "write a random-weight GGUF model"},
     {"serve", pagoda::cli::cmd_serve, "OpenAI-compatible HTTP server"},
+    {"perplexity", pagoda::cli::cmd_perplexity, "perplexity of a text file (llama.cpp method)"},
     {"bench", pagoda::cli::cmd_bench, "benchmarks: model (pp/tg tokens/s), throughput (offline serving)"},
 };
 

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "server/auth.h"
+#include "server/chat_page.h"
 #include "server/request_parse.h"
 #include "server/server_state.h"
 
@@ -232,6 +233,9 @@ Result<std::unique_ptr<Server>> Server::create(AsyncEngine& engine, ServerConfig
   http.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
     st.metrics.on_http_response(res.status);
     if (st.config.log_requests) std::fprintf(stderr, "%s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
+  });
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
   http.Get("/health", guarded([&st](const httplib::Request&, httplib::Response& res) {
     if (st.shutting_down) return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "shutting down")));

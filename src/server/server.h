@@ -1,6 +1,7 @@
 // `pagoda serve`: an OpenAI-compatible HTTP server over an AsyncEngine.
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-// GET /health, POST /tokenize, POST /detokenize, GET /metrics.
+// GET /health, POST /tokenize, POST /detokenize, GET /metrics, and the chat
+// page at GET / (no key needed to load it; it sends the key it is given).
 #pragma once
 
 #include <cstddef>

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <unistd.h>
 
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
@@ -20,7 +21,8 @@ std::vector<float> logits_for(DType dtype, const std::vector<int32_t>& tokens) {
   opts.seed = 3;
   opts.num_threads = 1;
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("pagoda_qlogits_" + std::string(dtype_name(dtype)) + ".gguf")).string();
+                            ("pagoda_qlogits_" + std::string(dtype_name(dtype)) + "_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
   auto plan = make_model(opts, path);
   EXPECT_TRUE(plan.is_ok()) << plan.status().message();
   auto file = gguf::GGUFFile::open(path);

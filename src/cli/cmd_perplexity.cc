@@ -1,0 +1,112 @@
+// `pagoda perplexity`: llama.cpp-style perplexity of a text file. The file is
+// tokenized (with BOS), cut into non-overlapping windows of --ctx-size tokens
+// whose first token is set to BOS, and the second half of every window is
+// scored (each position predicting the next token).
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "gguf/gguf_file.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_storage.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::cli {
+namespace {
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "pagoda perplexity: error: %s\n", msg.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int cmd_perplexity(int argc, char** argv) {
+  CLI::App app("Perplexity of a text file (llama.cpp method)", "perplexity");
+  std::string model = default_model_path(), path;
+  int32_t n_ctx = 0, max_chunks = 0, threads = 0;
+  bool json = false;
+  app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
+  app.add_option("-f,--file", path, "text file")->required();
+  app.add_option("-c,--ctx-size", n_ctx, "window size (default: the model's context)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--chunks", max_chunks, "score at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
+  app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_flag("--json", json, "print a JSON object");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto file = gguf::GGUFFile::open(model);
+  if (!file) return fail(file.status().message());
+  auto lm = LlamaModel::load(**file);
+  if (!lm) return fail(lm.status().message());
+  auto tok = Tokenizer::from_gguf(**file);
+  if (!tok) return fail(tok.status().message());
+  const ModelConfig& c = (*lm)->config();
+  if (n_ctx == 0) n_ctx = c.n_ctx_train;
+  if (n_ctx < 4) return fail("the window must be at least 4 tokens");
+
+  const std::vector<int32_t> tokens = (*tok)->encode(ss.str(), true, false);
+  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, max_chunks);
+  if (n_chunks == 0)
+    return fail("the file has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
+                std::to_string(n_ctx));
+
+  const int32_t bs = 16;
+  const int32_t num_blocks = (n_ctx + bs - 1) / bs;
+  KVCacheManager kv(num_blocks, bs);
+  KVStorage storage(c.n_layer, num_blocks, bs, c.n_head_kv, c.head_dim);
+  ThreadPool pool(threads > 0 ? threads : default_num_threads());
+  const int32_t first = n_ctx / 2;
+  std::vector<float> logits(static_cast<size_t>(n_ctx - 1 - first) * c.n_vocab);
+  double nll = 0;
+  int64_t count = 0;
+  for (int64_t ch = 0; ch < n_chunks; ++ch) {
+    std::vector<int32_t> window(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
+    if ((*tok)->bos_id() >= 0) window[0] = (*tok)->bos_id();
+    kv.free(SeqId{0});
+    if (!kv.allocate_slots(SeqId{0}, n_ctx)) return fail("internal: KV allocation failed");
+    ForwardBatch b;
+    b.tokens = window;
+    for (int32_t p = 0; p < n_ctx; ++p) {
+      b.positions.push_back(p);
+      b.slots.push_back(kv.slot_of(SeqId{0}, p));
+    }
+    for (int32_t p = first; p < n_ctx - 1; ++p) b.logit_rows.push_back(p);
+    b.seqs.push_back({0, n_ctx, n_ctx, kv.block_table(SeqId{0}).data()});
+    (*lm)->forward(b, storage, pool, logits.data());
+    for (size_t r = 0; r < b.logit_rows.size(); ++r) {
+      const float* row = &logits[r * c.n_vocab];
+      double mx = row[0];
+      for (int32_t v = 1; v < c.n_vocab; ++v) mx = std::max<double>(mx, row[v]);
+      double sum = 0;
+      for (int32_t v = 0; v < c.n_vocab; ++v) sum += std::exp(row[v] - mx);
+      const int32_t target = window[b.logit_rows[r] + 1];
+      nll += mx + std::log(sum) - row[target];
+      ++count;
+    }
+    if (!json) std::fprintf(stderr, "[%lld] %.4f\n", static_cast<long long>(ch + 1), std::exp(nll / count));
+  }
+  const double ppl = std::exp(nll / count);
+  if (json) {
+    nlohmann::json j = {{"ppl", ppl}, {"nll", nll / count}, {"n_scored", count}, {"n_chunks", n_chunks},
+                        {"n_ctx", n_ctx}, {"n_tokens", tokens.size()}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("perplexity: %.4f (mean NLL %.6f over %lld predictions, %lld windows of %d)\n", ppl, nll / count,
+                static_cast<long long>(count), static_cast<long long>(n_chunks), n_ctx);
+  }
+  return 0;
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,155 @@
+// Headless Chromium (Debian's, driven by playwright-core) against the chat
+// page that `pagoda serve` serves at /: loads it, enters the API key, sends a
+// message, waits for the streamed answer, checks it against a non-streamed
+// request, sends a follow-up and stops it mid-stream, and takes a screenshot.
+// Usage: node run_test.mjs [path/to/pagoda]. Exit 77 (ctest: skipped) when
+// node_modules or chromium is missing: run `npm ci` here, install chromium.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+
+const here = dirname(fileURLToPath(import.meta.url));
+if (!existsSync(join(here, "node_modules", "playwright-core"))) {
+  console.log("SKIP: tests/server/chat_page/node_modules is missing; run `npm ci` in tests/server/chat_page");
+  process.exit(77);
+}
+const browserPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+if (!existsSync(browserPath)) {
+  console.log(`SKIP: ${browserPath} is missing; install Debian's chromium (apt-get install chromium)`);
+  process.exit(77);
+}
+const { chromium } = await import("playwright-core");
+
+const pagoda = process.argv[2] ?? join(here, "..", "..", "..", "build", "pagoda");
+const screenshot = process.env.PAGODA_SCREENSHOT ?? join(tmpdir(), "pagoda-chat-page.png");
+const dir = mkdtempSync(join(tmpdir(), "pagoda-chat-page-"));
+const model = join(dir, "tiny.gguf");
+const made = spawnSync(pagoda, ["make-model", "--preset", "tiny", "--dtype", "f32", "--ctx", "2048", "-o", model,
+                                "--threads", "1"], { stdio: "inherit" });
+assert.equal(made.status, 0, "make-model failed");
+
+const key = "sk-page";
+const server = spawn(pagoda, ["serve", "-m", model, "--port", "0", "-t", "1", "--kv-cache-mem", "16",
+                              "--api-key", key, "--served-model-name", "tiny"],
+                     { stdio: ["ignore", "inherit", "pipe"] });
+const port = await new Promise((resolve, reject) => {
+  let err = "";
+  const timer = setTimeout(() => reject(new Error("server did not start:\n" + err)), 30000);
+  server.stderr.on("data", (d) => {
+    err += d.toString();
+    process.stderr.write(d);
+    const m = err.match(/listening on http:\/\/[^:]+:(\d+)/);
+    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+  });
+  server.on("exit", (code) => reject(new Error(`server exited early (${code}):\n${err}`)));
+});
+const base = `http://127.0.0.1:${port}`;
+
+// Resolves once the page is idle with a non-empty last assistant message.
+const answered = (page) => page.waitForFunction(() => {
+  const msgs = document.querySelectorAll("#log .assistant");
+  const last = msgs[msgs.length - 1];
+  return document.body.dataset.streaming === "false" && last && last.textContent.length > 0;
+}, null, { timeout: 30000 });
+
+let failed = false, context = null;
+try {
+  context = await chromium.launchPersistentContext(join(dir, "profile"), {
+    executablePath: browserPath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync"],
+    viewport: { width: 900, height: 600 },
+  });
+  const page = context.pages()[0] ?? await context.newPage();
+  const pageErrors = [];
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+
+  const resp = await page.goto(base + "/");
+  assert.equal(resp.status(), 200, "GET / needs no API key");
+  assert.match(resp.headers()["content-type"], /text\/html/);
+  await page.waitForFunction(() => document.getElementById("model").textContent.length > 0);
+  assert.match(await page.textContent("#model"), /401|API key/i, "without the key /v1/models is refused");
+
+  await page.fill("#key", key);
+  await page.locator("#key").dispatchEvent("change");
+  await page.waitForFunction(() => document.getElementById("model").textContent === "model: tiny");
+  await page.fill("#max", "48");
+  await page.fill("#temp", "0");
+
+  // Record every distinct length the answer takes while it streams.
+  await page.evaluate(() => {
+    window.__lengths = [];
+    window.__sawStreaming = false;
+    new MutationObserver(() => {
+      if (document.body.dataset.streaming === "true") window.__sawStreaming = true;
+      const msgs = document.querySelectorAll("#log .assistant");
+      const n = msgs.length ? msgs[msgs.length - 1].textContent.length : 0;
+      if (n && window.__lengths[window.__lengths.length - 1] !== n) window.__lengths.push(n);
+    }).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+  });
+  // The tiny model answers in milliseconds: a throttled network (bytes/s)
+  // makes the stream arrive over a few seconds, as from a real model.
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Network.enable");
+  const throttle = (bps) => cdp.send("Network.emulateNetworkConditions",
+                                     { offline: false, latency: 0, downloadThroughput: bps, uploadThroughput: -1 });
+  await throttle(4000);
+  const message = "Hello there, tell me a story";
+  await page.fill("#input", message);
+  await page.click("#send");
+  await answered(page);
+  const answer = await page.textContent("#log .assistant");
+  const lengths = await page.evaluate(() => window.__lengths);
+  console.log(`answer (${answer.length} chars, ${lengths.length} renders): ${JSON.stringify(answer.slice(0, 80))}`);
+  assert.ok(await page.evaluate(() => window.__sawStreaming), "the page never entered the streaming state");
+  assert.ok(lengths.length >= 2, `the answer was rendered in one piece (${lengths}), not streamed`);
+  assert.equal(await page.textContent("#log .user"), message);
+
+  // The same request without streaming gives the same (greedy) text.
+  const ref = await fetch(base + "/v1/chat/completions", {
+    method: "POST", headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model: "tiny", messages: [{ role: "user", content: message }], max_tokens: 48,
+                           temperature: 0 }) });
+  assert.equal(ref.status, 200);
+  assert.equal(answer, (await ref.json()).choices[0].message.content, "streamed answer differs from non-streamed");
+
+  // A follow-up keeps the conversation; Stop aborts it mid-stream.
+  await throttle(1000);
+  await page.fill("#max", "1500");
+  await page.fill("#input", "Go on");
+  await page.click("#send");
+  await page.waitForFunction(() => {
+    const msgs = document.querySelectorAll("#log .assistant");
+    return msgs.length === 2 && msgs[1].textContent.length > 0;
+  }, null, { timeout: 30000 });
+  await page.click("#stop");
+  await answered(page);
+  await throttle(-1);
+  const second = await page.locator("#log .assistant").nth(1).textContent();
+  assert.ok(second.endsWith("[stopped]"), `Stop did not abort the stream: ${JSON.stringify(second.slice(-60))}`);
+  assert.equal(await page.locator("#log .msg").count(), 4, "two user and two assistant messages");
+  assert.equal(await page.isDisabled("#send"), false);
+  assert.equal(await page.isDisabled("#stop"), true);
+  await page.screenshot({ path: screenshot });
+  console.log(`screenshot: ${screenshot}`);
+  assert.deepEqual(pageErrors, [], "JavaScript errors on the page");
+  console.log("chat page: load, key, streamed answer, history, stop OK");
+} catch (e) {
+  console.error(e);
+  failed = true;
+} finally {
+  if (context) await context.close().catch(() => {});
+}
+
+const exitCode = await new Promise((resolve) => {
+  server.removeAllListeners("exit");
+  server.on("exit", (code) => resolve(code));
+  server.kill("SIGTERM");
+});
+rmSync(dir, { recursive: true, force: true });
+if (exitCode !== 0) { console.error(`pagoda serve exited with ${exitCode} after SIGTERM`); failed = true; }
+process.exit(failed ? 1 : 0);
