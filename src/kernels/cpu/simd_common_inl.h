@@ -62,6 +62,10 @@ using TileFn = void (*)(const MatmulArgs& a, int64_t row, int64_t t0);
 // Decode (1 token): stream each row once. Prefill: a block of rows that
 // fits in L1/L2 is reused across groups of up to 4 tokens (each weight
 // block is unpacked once per group of tokens).
+// Weight rows kept hot while every token streams past them: sized for L2,
+// since the activations (int8 plus lane-wise scales) outweigh the weights.
+inline int64_t kRowBlockBytes = 262144;
+
 template <TileFn F1, TileFn F2, TileFn F3, TileFn F4>
 void rows_tiled(const MatmulArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens == 1) {
@@ -69,7 +73,7 @@ void rows_tiled(const MatmulArgs& a, int64_t r0, int64_t r1) {
     return;
   }
   const int64_t row_block =
-      std::clamp<int64_t>(32768 / static_cast<int64_t>(a.row_bytes + 1), 4, 64);
+      std::clamp<int64_t>(kRowBlockBytes / static_cast<int64_t>(a.row_bytes + 1), 4, 1024);
   for (int64_t rb = r0; rb < r1; rb += row_block) {
     const int64_t re = std::min(r1, rb + row_block);
     for (int64_t t = 0; t < a.n_tokens; t += 4) {
@@ -97,7 +101,7 @@ void rows_tiled2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     return;
   }
   const int64_t row_block =
-      std::clamp<int64_t>(32768 / static_cast<int64_t>(a.row_bytes + 1), 4, 64) / 2 * 2;
+      std::clamp<int64_t>(kRowBlockBytes / static_cast<int64_t>(a.row_bytes + 1), 4, 1024) / 2 * 2;
   for (int64_t rb = r0; rb < r1; rb += row_block) {
     const int64_t re = std::min(r1, rb + row_block);
     for (int64_t t = 0; t < a.n_tokens; t += 4) {
