@@ -53,7 +53,7 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", sched.max_num_batched_tokens, "token budget per engine step")
       ->check(CLI::Range(1, 1 << 24))->capture_default_str();
-  app.add_option("--policy", policy, "scheduling policy")->check(CLI::IsMember({"fcfs", "priority", "sjf"}))
+  app.add_option("--policy", policy, "scheduling policy")->check(CLI::IsMember({"fcfs", "priority", "sjf", "lpm"}))
       ->capture_default_str();
   app.add_option("--preemption", preemption, "preemption mode")->check(CLI::IsMember({"recompute", "swap"}))
       ->capture_default_str();
@@ -75,7 +75,10 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "pagoda serve: error: --chat-template %s is empty\n", template_file.c_str());
     return 1;
   }
-  sched.policy = policy == "priority" ? SchedPolicy::kPriority : policy == "sjf" ? SchedPolicy::kSjf : SchedPolicy::kFcfs;
+  sched.policy = policy == "priority" ? SchedPolicy::kPriority
+                 : policy == "sjf"    ? SchedPolicy::kSjf
+                 : policy == "lpm"    ? SchedPolicy::kLpm
+                                      : SchedPolicy::kFcfs;
   sched.preempt_mode = preemption == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
 
   // Signals go to one waiting thread; every thread started below inherits the mask.

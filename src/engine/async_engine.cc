@@ -154,6 +154,10 @@ void AsyncEngine::loop() {
     snapshot_.kv_usage = kv.utilization();
     snapshot_.kv_waste = kv.kv_waste();
     snapshot_.num_preemptions = sch.num_preemptions();
+    if (const PrefixCache* pc = kv.prefix_cache()) {
+      snapshot_.num_cached_blocks = pc->num_cached_blocks();
+      snapshot_.num_cache_evictions = pc->num_evictions();
+    }
     snapshot_.stats = engine_->stats();
   }
 }

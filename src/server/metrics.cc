@@ -95,6 +95,10 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   gauge("kv_cache_free_blocks", "Free KV cache blocks.", s.num_free_kv_blocks);
   gauge("prefix_cache_hit_rate", "Prompt tokens served by the prefix cache / prompt tokens computed.",
         s.stats.prefix_cache_hit_rate());
+  gauge("prefix_cache_blocks", "KV blocks held by the prefix cache (free blocks include the evictable ones).",
+        s.num_cached_blocks);
+  counter("prefix_cache_evictions_total", "Blocks evicted from the prefix cache.",
+          static_cast<double>(s.num_cache_evictions));
   counter("num_preemptions_total", "Preemptions since start.", static_cast<double>(s.num_preemptions));
   counter("engine_steps_total", "Engine steps since start.", static_cast<double>(s.stats.num_steps));
   std::lock_guard<std::mutex> lock(mu_);

@@ -37,7 +37,9 @@ TEST(AsyncEngine, ConcurrentSubmittersGetCompleteStreams) {
         while (auto o = (*stream)->next()) {
           tokens += static_cast<int>(o->new_tokens.size());
           finished = o->finished;
-          if (finished) EXPECT_EQ(o->finish_reason, FinishReason::kLength);
+          if (finished) {
+            EXPECT_EQ(o->finish_reason, FinishReason::kLength);
+          }
         }
         EXPECT_TRUE(finished);
         EXPECT_EQ(tokens, 6);

@@ -83,7 +83,9 @@ TEST(PrefixCacheEngine, SameGreedyOutputsWithCacheOnAndOff) {
     EXPECT_GT(on->stats().prefix_cache_hit_rate(), 0.3) << "blocks " << blocks;
     EXPECT_EQ(off->stats().prefix_cache_hit_rate(), 0.0);
     EXPECT_EQ(on->kv_manager().num_free_blocks(), on->kv_manager().num_blocks());
-    if (blocks == 40) EXPECT_GT(on->kv_manager().prefix_cache()->num_evictions(), 0);
+    if (blocks == 40) {
+      EXPECT_GT(on->kv_manager().prefix_cache()->num_evictions(), 0);
+    }
   }
 }
 
