@@ -135,6 +135,9 @@ std::vector<Shape> shapes_for(DType type) {
       for (int64_t n_tokens : {int64_t{1}, int64_t{3}, int64_t{17}}) out.push_back({n_in, n_out, n_tokens});
     }
   }
+  // An even number of blocks with several tokens and rows: the two-row
+  // prefill tiles (pairs of blocks, pairs of rows) run only on such shapes.
+  out.push_back({blk * 12, 38, 6});
   if (bs == 1) {  // float rows need not be a multiple of a vector
     out.push_back({19, 5, 2});
     out.push_back({1000 + 7, 9, 5});

@@ -134,11 +134,84 @@ template <int T> void tile512_q4_1(const MatmulArgs& a, int64_t r, int64_t t) { 
 template <int T> void tile512_q5_0(const MatmulArgs& a, int64_t r, int64_t t) { tile_legacy512<DecQ5_0, T>(a, r, t); }
 template <int T> void tile512_q5_1(const MatmulArgs& a, int64_t r, int64_t t) { tile_legacy512<DecQ5_1, T>(a, r, t); }
 
+
+// Two weight rows x T tokens for the unsigned 32-element types: each
+// token's activations and lane-wise scales are loaded once for both rows.
+template <class D, int T>
+inline void pair_step2(const typename D::Block* w0, const typename D::Block* w1, int64_t b, const int8_t* const* xq,
+                       const float* const* d16, const float* const* s16, __m512* acc0, __m512* acc1) {
+  static_assert(!D::kSigned);
+  const __m512i kSpread = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i q0 = pair_q<D>(w0[b], w0[b + 1]);
+  const __m512i q1 = pair_q<D>(w1[b], w1[b + 1]);
+  const __m128 dw2_0 = halves2(w0[b].d, w0[b + 1].d);
+  const __m128 dw2_1 = halves2(w1[b].d, w1[b + 1].d);
+  const __m512 dw0 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(dw2_0));
+  const __m512 dw1 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(dw2_1));
+  constexpr bool kConstOffset = std::is_same_v<D, DecQ4_0> || std::is_same_v<D, DecQ5_0>;
+  [[maybe_unused]] __m512 cw0, cw1;
+  if constexpr (!kConstOffset) {
+    cw0 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(pair_c<D>(w0[b], w0[b + 1], dw2_0)));
+    cw1 = _mm512_permutexvar_ps(kSpread, _mm512_castps128_ps512(pair_c<D>(w1[b], w1[b + 1], dw2_1)));
+  }
+  [[maybe_unused]] const __m512 neg_k = _mm512_set1_ps(std::is_same_v<D, DecQ4_0> ? -8.0f : -16.0f);
+  for (int t = 0; t < T; ++t) {
+    const __m512i xv = _mm512_loadu_si512(xq[t] + 32 * b);
+    const __m512 d = _mm512_loadu_ps(d16[t] + 8 * b);
+    const __m512 s = _mm512_loadu_ps(s16[t] + 8 * b);
+    const __m512 p0 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q0, xv));
+    const __m512 p1 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q1, xv));
+    if constexpr (kConstOffset) {
+      const __m512 off = _mm512_mul_ps(neg_k, s);
+      acc0[t] = _mm512_fmadd_ps(dw0, _mm512_fmadd_ps(p0, d, off), acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(dw1, _mm512_fmadd_ps(p1, d, off), acc1[t]);
+    } else {
+      acc0[t] = _mm512_fmadd_ps(cw0, s, _mm512_fmadd_ps(p0, _mm512_mul_ps(dw0, d), acc0[t]));
+      acc1[t] = _mm512_fmadd_ps(cw1, s, _mm512_fmadd_ps(p1, _mm512_mul_ps(dw1, d), acc1[t]));
+    }
+  }
+}
+
+// Rows `row` and `row + 1`; an odd last block goes through the 1-row path.
+template <class D, int T>
+void tile2_legacy512(const MatmulArgs& a, int64_t row, int64_t t0) {
+  using Block = typename D::Block;
+  const int64_t nb = a.n_in / 32;
+  if (nb % 2 != 0) {  // rare shapes: keep the single-row tile's tail handling
+    tile_legacy512<D, T>(a, row, t0);
+    tile_legacy512<D, T>(a, row + 1, t0);
+    return;
+  }
+  const auto* w0 = reinterpret_cast<const Block*>(a.w + row * a.row_bytes);
+  const auto* w1 = reinterpret_cast<const Block*>(a.w + (row + 1) * a.row_bytes);
+  const int8_t* xq[T];
+  const float* d16[T];
+  const float* s16[T];
+  const int64_t stride16 = nb / 2 * 16;
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a.act.qs + (t0 + t) * a.n_in;
+    d16[t] = a.act.d16 + (t0 + t) * stride16;
+    s16[t] = a.act.s16 + (t0 + t) * stride16;
+  }
+  __m512 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 2) pair_step2<D, T>(w0, w1, b, xq, d16, s16, acc0, acc1);
+  for (int t = 0; t < T; ++t) {
+    a.y[(t0 + t) * a.y_stride + row] = _mm512_reduce_add_ps(acc0[t]);
+    a.y[(t0 + t) * a.y_stride + row + 1] = _mm512_reduce_add_ps(acc1[t]);
+  }
+}
+
+template <int T> void tile512x2_q4_0(const MatmulArgs& a, int64_t r, int64_t t) { tile2_legacy512<DecQ4_0, T>(a, r, t); }
+template <int T> void tile512x2_q4_1(const MatmulArgs& a, int64_t r, int64_t t) { tile2_legacy512<DecQ4_1, T>(a, r, t); }
+template <int T> void tile512x2_q5_0(const MatmulArgs& a, int64_t r, int64_t t) { tile2_legacy512<DecQ5_0, T>(a, r, t); }
+template <int T> void tile512x2_q5_1(const MatmulArgs& a, int64_t r, int64_t t) { tile2_legacy512<DecQ5_1, T>(a, r, t); }
+
 void use_legacy512(IsaKernels& k) {
   k.wants_pair_scales = true;
   k.rows[static_cast<int>(WKind::kQ8_0)] = PAGODA_TILED(tile512_q8_0);
-  k.rows[static_cast<int>(WKind::kQ4_0)] = PAGODA_TILED(tile512_q4_0);
-  k.rows[static_cast<int>(WKind::kQ4_1)] = PAGODA_TILED(tile512_q4_1);
-  k.rows[static_cast<int>(WKind::kQ5_0)] = PAGODA_TILED(tile512_q5_0);
-  k.rows[static_cast<int>(WKind::kQ5_1)] = PAGODA_TILED(tile512_q5_1);
+  k.rows[static_cast<int>(WKind::kQ4_0)] = PAGODA_TILED2(tile512_q4_0, tile512x2_q4_0);
+  k.rows[static_cast<int>(WKind::kQ4_1)] = PAGODA_TILED2(tile512_q4_1, tile512x2_q4_1);
+  k.rows[static_cast<int>(WKind::kQ5_0)] = PAGODA_TILED2(tile512_q5_0, tile512x2_q5_0);
+  k.rows[static_cast<int>(WKind::kQ5_1)] = PAGODA_TILED2(tile512_q5_1, tile512x2_q5_1);
 }
