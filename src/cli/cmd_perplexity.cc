@@ -67,6 +67,7 @@ int cmd_perplexity(int argc, char** argv) {
   KVCacheManager kv(num_blocks, bs);
   KVStorage storage(c.n_layer, num_blocks, bs, c.n_head_kv, c.head_dim);
   ThreadPool pool(threads > 0 ? threads : default_num_threads());
+  (*lm)->repack(pool);
   const int32_t first = n_ctx / 2;
   std::vector<float> logits(static_cast<size_t>(n_ctx - 1 - first) * c.n_vocab);
   double nll = 0;

@@ -34,6 +34,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
 
   const int32_t threads = config.num_threads > 0 ? config.num_threads : default_num_threads();
   e->pool_ = std::make_unique<ThreadPool>(threads);
+  e->model_->repack(*e->pool_);
   if (config.block_size < 1 || config.block_size > 1024) return invalid_argument("block size must be in 1..1024");
   const auto block_bytes = static_cast<int64_t>(
       KVStorage::bytes_per_block(mc.n_layer, config.block_size, mc.n_head_kv, mc.head_dim));

@@ -20,6 +20,10 @@ struct WeightView {
   const void* data = nullptr;
   int64_t n_in = 0;   // row length (elements)
   int64_t n_out = 0;  // number of rows
+  // Optional row-interleaved copy of rows [0, packed_rows) made by
+  // PackedWeights (kernels/packed.h); the remaining rows use `data`.
+  const void* packed = nullptr;
+  int64_t packed_rows = 0;
   size_t row_bytes() const { return dtype_row_bytes(type, n_in); }
 };
 

@@ -93,6 +93,14 @@ size_t LlamaModel::weight_bytes() const {
   return b;
 }
 
+size_t LlamaModel::repack(ThreadPool& pool) {
+  if (!kernels::repack_enabled()) return 0;
+  std::vector<kernels::WeightView*> ws{&output_};
+  for (auto& l : layers_)
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) ws.push_back(w);
+  return packed_.pack(ws.data(), static_cast<int>(ws.size()), pool);
+}
+
 void LlamaModel::ensure_workspace(int64_t n) {
   if (n <= ws_.capacity) return;
   const auto& c = config_;

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -28,6 +29,11 @@ class LlamaModel {
 
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;
+
+  // Makes row-interleaved copies of the matrices the active ISA has packed
+  // kernels for (kernels/packed.h); returns the bytes added. Call once,
+  // before forward(); a no-op when PAGODA_REPACK=0.
+  size_t repack(ThreadPool& pool);
 
  private:
   struct Layer {
@@ -54,6 +60,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
+  kernels::PackedWeights packed_;
 };
 
 }  // namespace pagoda

@@ -31,7 +31,7 @@ float quantize_block(const float* x, int n, int8_t* q) {
 
 }  // namespace
 
-void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* s, int32_t* qsum) {
   PAGODA_CHECK(n % kActBlock32 == 0);
   for (int64_t b = 0; b < n / kActBlock32; ++b) {
     int8_t* q = qs + b * kActBlock32;
@@ -39,6 +39,7 @@ void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* 
     int sum = 0;
     for (int i = 0; i < kActBlock32; ++i) sum += q[i];
     s[b] = d[b] * static_cast<float>(sum);
+    qsum[b] = sum;
   }
 }
 

@@ -29,18 +29,21 @@ struct ActQ8 {
   // scales [d_a x8, d_b x8] and [s_a/8 x8, s_b/8 x8]; [n_tokens][nb/2][16].
   const float* d16 = nullptr;
   const float* s16 = nullptr;
+  const int32_t* qsum = nullptr;   // Q8_32: [n_tokens][n_in / 32], sum(q)
 };
 
 // Fills d16/s16 (see ActQ8) of one token from its d and s (nb blocks).
 void expand_act_pairs(const float* d, const float* s, int64_t nb, float* d16, float* s16);
 
 // Scalar quantizers shared by every ISA so all paths see identical inputs.
-void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* s);
+void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* s, int32_t* qsum);
 void quantize_act_q8_k(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
 
 struct MatmulArgs {
   const uint8_t* w = nullptr;  // row r at w + r * row_bytes
   size_t row_bytes = 0;
+  const uint8_t* wp = nullptr;  // packed copy (cpu/pack.h): group g at wp + g * group_bytes
+  size_t group_bytes = 0;
   int64_t n_in = 0;
   const float* x = nullptr;  // float activations (F32/F16/BF16 weights)
   int64_t x_stride = 0;
@@ -50,7 +53,8 @@ struct MatmulArgs {
   int64_t y_stride = 0;
 };
 
-// Computes y[t][r] for r in [r0, r1) and every token.
+// Computes y[t][r] for r in [r0, r1) and every token. Packed kernels read
+// args.wp and need r0, r1 multiples of 16.
 using RowsFn = void (*)(const MatmulArgs& args, int64_t r0, int64_t r1);
 
 enum class WKind { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kCount };
@@ -62,6 +66,7 @@ ActFormat act_format_of(WKind kind);
 
 struct IsaKernels {
   RowsFn rows[kNumWKinds] = {};
+  RowsFn packed[kNumWKinds] = {};  // kernels over the layouts of cpu/pack.h
   bool wants_pair_scales = false;  // needs ActQ8::d16 / s16
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
 };

@@ -16,6 +16,7 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/packed_kernels.h"
 #include "kernels/ref/blocks.h"
 
 namespace pagoda::kernels::cpu {
@@ -33,6 +34,7 @@ const IsaKernels& kernels_avx512() {
   static const IsaKernels k = [] {
     IsaKernels t = make_isa_table();
     use_legacy512(t);
+    use_packed512(t);
     return t;
   }();
   return k;

@@ -1,0 +1,98 @@
+#include "kernels/cpu/pack.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/ref/blocks.h"
+
+namespace pagoda::kernels::cpu {
+namespace {
+
+constexpr int kQ4Bytes = 4 * kPackRows * 4;  // per block and group
+constexpr int kQ8Bytes = 8 * kPackRows * 4;
+constexpr int kScaleBytes = kPackRows * 2;
+
+int elem_bytes(WKind kind) { return kind == WKind::kF32 ? 4 : 2; }
+
+// Element k (0..31) of a Q4_0 block as its unsigned nibble.
+uint8_t q4_nibble(const ref::BlockQ4_0& b, int k) {
+  return k < 16 ? (b.qs[k] & 0x0F) : (b.qs[k - 16] >> 4);
+}
+
+void pack_group_q4_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
+  uint8_t* scales = out + nb * kQ4Bytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* q = out + b * kQ4Bytes;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ4_0*>(rows[r])[b];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          q[64 * i + 4 * r + j] = static_cast<uint8_t>(q4_nibble(blk, 4 * i + j) | (q4_nibble(blk, 16 + 4 * i + j) << 4));
+      std::memcpy(scales + b * kScaleBytes + 2 * r, &blk.d, 2);
+    }
+  }
+}
+
+void pack_group_q8_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
+  uint8_t* scales = out + nb * kQ8Bytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* q = out + b * kQ8Bytes;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ8_0*>(rows[r])[b];
+      for (int s = 0; s < 8; ++s)
+        for (int j = 0; j < 4; ++j) q[64 * s + 4 * r + j] = static_cast<uint8_t>(blk.qs[4 * s + j] + 128);
+      std::memcpy(scales + b * kScaleBytes + 2 * r, &blk.d, 2);
+    }
+  }
+}
+
+void pack_group_float(const uint8_t* const* rows, int64_t n_in, int eb, uint8_t* out) {
+  for (int64_t k = 0; k < n_in; ++k)
+    for (int r = 0; r < kPackRows; ++r) std::memcpy(out + (k * kPackRows + r) * eb, rows[r] + k * eb, eb);
+}
+
+}  // namespace
+
+bool packable(WKind kind) {
+  switch (kind) {
+    case WKind::kF32:
+    case WKind::kF16:
+    case WKind::kBF16:
+    case WKind::kQ4_0:
+    case WKind::kQ8_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t packed_group_bytes(WKind kind, int64_t n_in) {
+  const auto nb = static_cast<size_t>(n_in / 32);
+  switch (kind) {
+    case WKind::kQ4_0: return nb * (kQ4Bytes + kScaleBytes);
+    case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
+    case WKind::kF32:
+    case WKind::kF16:
+    case WKind::kBF16:
+      return static_cast<size_t>(n_in) * kPackRows * elem_bytes(kind);
+    default: return 0;
+  }
+}
+
+void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t g0, int64_t g1,
+                 uint8_t* out) {
+  PAGODA_CHECK(packable(kind));
+  const size_t gb = packed_group_bytes(kind, n_in);
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* rows[kPackRows];
+    for (int r = 0; r < kPackRows; ++r) rows[r] = w + (g * kPackRows + r) * row_bytes;
+    uint8_t* dst = out + (g - g0) * gb;
+    switch (kind) {
+      case WKind::kQ4_0: pack_group_q4_0(rows, n_in / 32, dst); break;
+      case WKind::kQ8_0: pack_group_q8_0(rows, n_in / 32, dst); break;
+      default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
+    }
+  }
+}
+
+}  // namespace pagoda::kernels::cpu

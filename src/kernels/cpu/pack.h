@@ -1,0 +1,37 @@
+// Repacked ("row-interleaved") weight layouts for the prefill GEMM and the
+// decode GEMV: rows are taken in groups of 16 so one 512-bit register holds
+// the same input positions of 16 output rows, and a broadcast activation
+// feeds 16 rows per instruction (no horizontal sums, no per-row scale
+// shuffles). Packing is scalar and ISA-independent; the kernels that read
+// these layouts live in packed_avx512.cc.
+//
+// Group layouts (g = a group of 16 rows, nb = n_in / 32 blocks):
+//   Q4_0: quants [nb][4][16 rows][4 bytes], byte j of row r in vector i holds
+//         element 4i+j (low nibble) and 16+4i+j (high nibble) of the block;
+//         then scales [nb][16] f16.                      (18 bytes/row/block)
+//   Q8_0: quants [nb][8][16 rows][4 bytes] as q + 128 (u8), vector s holds
+//         elements 4s..4s+3; then scales [nb][16] f16.   (34 bytes/row/block)
+//   F32 / F16 / BF16: [n_in][16 rows], the element type unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/kernel_table.h"
+
+namespace pagoda::kernels::cpu {
+
+constexpr int kPackRows = 16;
+
+// Whether `kind` has a packed layout at all.
+bool packable(WKind kind);
+
+// Bytes of one packed group of 16 rows of n_in elements.
+size_t packed_group_bytes(WKind kind, int64_t n_in);
+
+// Packs rows [16 * g0, 16 * g1) of w (row r at w + r * row_bytes) into out
+// (group g at out + (g - g0) * packed_group_bytes).
+void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t g0, int64_t g1,
+                 uint8_t* out);
+
+}  // namespace pagoda::kernels::cpu

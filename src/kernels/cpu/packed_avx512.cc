@@ -1,0 +1,209 @@
+// AVX-512 kernels over the row-interleaved layouts of cpu/pack.h. One zmm
+// holds 4 inputs of 16 rows; a broadcast activation dword (or float) feeds
+// all 16 rows in one vpdpbusd (or FMA), so a register tile of RG groups x T
+// tokens reuses every weight vector T times and every activation RG times.
+// Outputs of 16 rows are stored as one vector. Built with the AVX-512 flags
+// (top-level CMakeLists.txt); only reached when isa_supported(kAvx512).
+#if defined(__x86_64__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <cstring>
+
+#include "kernels/cpu/pack.h"
+#include "kernels/cpu/packed_kernels.h"
+
+namespace pagoda::kernels::cpu {
+namespace {
+
+inline __m512i bcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Q4_0: vector i of a block gives two k-steps: low nibbles = elements
+// 4i..4i+3, high nibbles = 16+4i..16+4i+3. Weights are u8 0..15, so the
+// block dot is sum(q * x) - 8 * sum(x): the int accumulator starts at
+// -8 * sum(x) and ends exact.
+struct PQ4_0 {
+  static constexpr int kQBytes = 256;
+  static constexpr int kOffset = -8;
+  static void step(const uint8_t* q, int i, __m512i& w0, __m512i& w1) {
+    const __m512i raw = _mm512_loadu_si512(q + 64 * i);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    w0 = _mm512_and_si512(raw, m4);
+    w1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+  }
+  static constexpr int off0(int i) { return 4 * i; }
+  static constexpr int off1(int i) { return 16 + 4 * i; }
+};
+
+// Q8_0: stored as q + 128 (u8), offset -128 * sum(x); vectors 2i, 2i+1.
+struct PQ8_0 {
+  static constexpr int kQBytes = 512;
+  static constexpr int kOffset = -128;
+  static void step(const uint8_t* q, int i, __m512i& w0, __m512i& w1) {
+    w0 = _mm512_loadu_si512(q + 128 * i);
+    w1 = _mm512_loadu_si512(q + 128 * i + 64);
+  }
+  static constexpr int off0(int i) { return 8 * i; }
+  static constexpr int off1(int i) { return 8 * i + 4; }
+};
+
+template <class P, int RG, int T>
+void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nb = a.n_in / 32;
+  const uint8_t* q[RG];
+  const uint8_t* sc[RG];
+  for (int r = 0; r < RG; ++r) {
+    q[r] = a.wp + (g + r) * a.group_bytes;
+    sc[r] = q[r] + nb * P::kQBytes;
+  }
+  const int8_t* x[T];
+  const float* xd[T];
+  const int32_t* xs[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = a.act.qs + (t0 + t) * a.n_in;
+    xd[t] = a.act.d + (t0 + t) * nb;
+    xs[t] = a.act.qsum + (t0 + t) * nb;
+  }
+  __m512 acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i is[RG][T];
+    for (int t = 0; t < T; ++t) {
+      const __m512i init = _mm512_set1_epi32(P::kOffset * xs[t][b]);
+      for (int r = 0; r < RG; ++r) is[r][t] = init;
+    }
+    for (int i = 0; i < 4; ++i) {
+      __m512i w0[RG], w1[RG];
+      for (int r = 0; r < RG; ++r) P::step(q[r] + b * P::kQBytes, i, w0[r], w1[r]);
+      for (int t = 0; t < T; ++t) {
+        const __m512i xa = bcast32(x[t] + 32 * b + P::off0(i));
+        const __m512i xb = bcast32(x[t] + 32 * b + P::off1(i));
+        for (int r = 0; r < RG; ++r) {
+          is[r][t] = _mm512_dpbusd_epi32(is[r][t], w0[r], xa);
+          is[r][t] = _mm512_dpbusd_epi32(is[r][t], w1[r], xb);
+        }
+      }
+    }
+    __m512 dw[RG];
+    for (int r = 0; r < RG; ++r)
+      dw[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[r] + 32 * b)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xd[t][b]);
+      for (int r = 0; r < RG; ++r)
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(dw[r], dx), acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
+struct LdF32 {
+  static constexpr int kBytes = 4;
+  static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
+};
+struct LdF16 {
+  static constexpr int kBytes = 2;
+  static __m512 load(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+struct LdBF16 {
+  static constexpr int kBytes = 2;
+  static __m512 load(const uint8_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
+template <class L, int RG, int T>
+void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const uint8_t* w[RG];
+  for (int r = 0; r < RG; ++r) w[r] = a.wp + (g + r) * a.group_bytes;
+  const float* x[T];
+  for (int t = 0; t < T; ++t) x[t] = a.x + (t0 + t) * a.x_stride;
+  __m512 acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const int64_t n = a.n_in;
+  for (int64_t k = 0; k < n; ++k) {
+    __m512 wv[RG];
+    for (int r = 0; r < RG; ++r) wv[r] = L::load(w[r] + k * 16 * L::kBytes);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xb = _mm512_set1_ps(x[t][k]);
+      for (int r = 0; r < RG; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xb, acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
+using GroupTile = void (*)(const MatmulArgs&, int64_t g, int64_t t0);
+
+// Tiles [RG groups][1..T tokens] and [1 group][1..T tokens] by token count.
+template <template <int, int> class K, int RG, int T>
+struct TileSet {
+  template <size_t... I>
+  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 0>) {
+    return std::array<GroupTile, T>{&K<RG, static_cast<int>(I) + 1>::run...};
+  }
+  template <size_t... I>
+  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 1>) {
+    return std::array<GroupTile, T>{&K<1, static_cast<int>(I) + 1>::run...};
+  }
+  static constexpr auto full = make(std::make_index_sequence<T>{}, std::integral_constant<int, 0>{});
+  static constexpr auto single = make(std::make_index_sequence<T>{}, std::integral_constant<int, 1>{});
+};
+
+// Decode: RGd groups at a time (independent accumulation chains). Prefill:
+// a chunk of groups sized to stay in L2 is swept by every tile of T tokens.
+template <template <int, int> class K, int RG, int T, int RGd>
+void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t g0 = r0 / kPackRows, g1 = r1 / kPackRows;
+  if (a.n_tokens == 1) {
+    int64_t g = g0;
+    for (; g + RGd <= g1; g += RGd) K<RGd, 1>::run(a, g, 0);
+    for (; g < g1; ++g) K<1, 1>::run(a, g, 0);
+    return;
+  }
+  using Set = TileSet<K, RG, T>;
+  constexpr int64_t kChunkBytes = 384 * 1024;
+  const int64_t chunk = std::max<int64_t>(RG, kChunkBytes / static_cast<int64_t>(a.group_bytes) / RG * RG);
+  for (int64_t gc = g0; gc < g1; gc += chunk) {
+    const int64_t ge = std::min(g1, gc + chunk);
+    for (int64_t t = 0; t < a.n_tokens; t += T) {
+      const int nt = static_cast<int>(std::min<int64_t>(T, a.n_tokens - t));
+      int64_t g = gc;
+      for (; g + RG <= ge; g += RG) Set::full[nt - 1](a, g, t);
+      for (; g < ge; ++g) Set::single[nt - 1](a, g, t);
+    }
+  }
+}
+
+template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
+template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
+template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); } };
+
+}  // namespace
+
+void use_packed512(IsaKernels& k) {
+  auto set = [&](WKind kind, RowsFn fn) { k.packed[static_cast<int>(kind)] = fn; };
+  set(WKind::kQ4_0, packed_rows<KQ4_0, 2, 4, 4>);
+  set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 4, 4>);
+  set(WKind::kF32, packed_rows<KF32, 2, 12, 8>);
+  set(WKind::kF16, packed_rows<KF16, 2, 12, 8>);
+  set(WKind::kBF16, packed_rows<KBF16, 2, 12, 8>);
+}
+
+}  // namespace pagoda::kernels::cpu
+#endif  // __x86_64__

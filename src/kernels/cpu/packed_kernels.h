@@ -1,0 +1,11 @@
+// Registration of the packed-layout kernels (cpu/pack.h) into an ISA table.
+#pragma once
+
+#include "kernels/cpu/kernel_table.h"
+
+namespace pagoda::kernels::cpu {
+
+// Fills k.packed for every packable kind (packed_avx512.cc).
+void use_packed512(IsaKernels& k);
+
+}  // namespace pagoda::kernels::cpu

@@ -1,0 +1,71 @@
+#include "kernels/packed.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/pack.h"
+
+namespace pagoda::kernels {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+uint8_t* alloc_huge(size_t bytes) {
+  const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, size) != 0) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+  madvise(p, size, MADV_HUGEPAGE);  // advisory: fine if THP is off
+#endif
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
+
+bool repack_enabled() {
+  const char* v = std::getenv("PAGODA_REPACK");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+bool can_pack(const WeightView& w) {
+  const int kind = cpu::wkind_of(w.type);
+  if (kind < 0 || w.n_out < cpu::kPackRows || w.data == nullptr) return false;
+  const auto wk = static_cast<cpu::WKind>(kind);
+  if (!cpu::packable(wk) || cpu::kernels_for(cpu::active_isa()).packed[kind] == nullptr) return false;
+  return cpu::act_format_of(wk) == cpu::ActFormat::kFloat || w.n_in % 32 == 0;
+}
+
+size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool) {
+  size_t added = 0;
+  for (int i = 0; i < n; ++i) {
+    WeightView& w = *ws[i];
+    if (w.packed != nullptr || !can_pack(w)) continue;
+    const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
+    const int64_t groups = w.n_out / cpu::kPackRows;
+    const size_t gb = cpu::packed_group_bytes(kind, w.n_in);
+    uint8_t* out = alloc_huge(gb * static_cast<size_t>(groups));
+    buffers_.emplace_back(out);
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    const size_t row_bytes = w.row_bytes();
+    const int64_t n_in = w.n_in;
+    pool.run([&](int ti, int nt) {
+      const int64_t chunk = (groups + nt - 1) / nt;
+      const int64_t g0 = std::min<int64_t>(groups, ti * chunk), g1 = std::min<int64_t>(groups, g0 + chunk);
+      if (g0 < g1) cpu::pack_groups(kind, src, row_bytes, n_in, g0, g1, out + g0 * gb);
+    });
+    w.packed = out;
+    w.packed_rows = groups * cpu::kPackRows;
+    added += gb * static_cast<size_t>(groups);
+  }
+  bytes_ += added;
+  return added;
+}
+
+}  // namespace pagoda::kernels
