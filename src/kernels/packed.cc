@@ -39,7 +39,12 @@ bool can_pack(const WeightView& w) {
   if (kind < 0 || w.n_out < cpu::kPackRows || w.data == nullptr) return false;
   const auto wk = static_cast<cpu::WKind>(kind);
   if (!cpu::packable(wk) || cpu::kernels_for(cpu::active_isa()).packed[kind] == nullptr) return false;
-  return cpu::act_format_of(wk) == cpu::ActFormat::kFloat || w.n_in % 32 == 0;
+  switch (cpu::act_format_of(wk)) {
+    case cpu::ActFormat::kFloat: return true;
+    case cpu::ActFormat::kQ8_32: return w.n_in % 32 == 0;
+    case cpu::ActFormat::kQ8_K: return w.n_in % 256 == 0;
+  }
+  return false;
 }
 
 size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool) {

@@ -62,10 +62,13 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 TEST_P(PackedMatmul, MatchesRowKernels) {
   const DType t = GetParam();
-  const bool quant = dtype_block_size(t) == 32;
+  const int64_t block = dtype_block_size(t);
+  const bool quant = block > 1;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
-  const std::vector<int64_t> n_ins = quant ? std::vector<int64_t>{32, 96, 352} : std::vector<int64_t>{1, 17, 64, 130};
+  const std::vector<int64_t> n_ins = block == 256 ? std::vector<int64_t>{256, 768}
+                                     : quant      ? std::vector<int64_t>{32, 96, 352}
+                                                  : std::vector<int64_t>{1, 17, 64, 130};
   for (int64_t n_in : n_ins)
     for (int64_t n_out : {16, 37, 80, 163}) {
       Weights w = make_weights(t, n_in, n_out, rng);
@@ -102,7 +105,7 @@ TEST_P(PackedMatmul, MatchesRowKernels) {
 // Only the first packed_rows rows come from the packed copy.
 TEST_P(PackedMatmul, PartialPackedRows) {
   const DType t = GetParam();
-  const int64_t n_in = 64, n_out = 64;
+  const int64_t n_in = dtype_block_size(t) == 256 ? 256 : 64, n_out = 64;
   std::mt19937 rng(9);
   Weights w = make_weights(t, n_in, n_out, rng);
   WeightView packed = w.view;
@@ -122,7 +125,7 @@ TEST_P(PackedMatmul, PartialPackedRows) {
 
 TEST_P(PackedMatmul, FusedUnalignedOffsets) {
   const DType t = GetParam();
-  const int64_t n_in = 96;
+  const int64_t n_in = dtype_block_size(t) == 256 ? 512 : 96;
   const int64_t n_outs[] = {37, 20, 48};
   std::mt19937 rng(11);
   std::vector<Weights> w;
@@ -154,7 +157,8 @@ TEST_P(PackedMatmul, FusedUnalignedOffsets) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                                           DType::kQ4_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Types without a packed layout are left alone.

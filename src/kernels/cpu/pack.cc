@@ -46,6 +46,33 @@ void pack_group_q8_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
   }
 }
 
+void pack_group_q4_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
+  uint8_t* meta = out + nsb * kPackQ4KQuants;
+  for (int64_t b = 0; b < nsb; ++b) {
+    uint8_t* m = meta + b * kPackQ4KMeta;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ4_K*>(rows[r])[b];
+      // element 32j + l of the super-block as its nibble
+      auto nib = [&](int j, int l) -> uint8_t {
+        const uint8_t v = blk.qs[32 * (j / 2) + l];
+        return (j % 2) ? (v >> 4) : (v & 0x0F);
+      };
+      for (int j = 0; j < 8; ++j) {
+        uint8_t* q = out + b * kPackQ4KQuants + j * kQ4Bytes;
+        for (int i = 0; i < 4; ++i)
+          for (int jj = 0; jj < 4; ++jj)
+            q[64 * i + 4 * r + jj] = static_cast<uint8_t>(nib(j, 4 * i + jj) | (nib(j, 16 + 4 * i + jj) << 4));
+        uint8_t sc, mn;
+        ref::get_scale_min_k4(j, blk.scales, &sc, &mn);
+        m[64 + 16 * j + r] = sc;
+        m[192 + 32 * (j / 2) + 2 * r + (j % 2)] = mn;
+      }
+      std::memcpy(m + 2 * r, &blk.d, 2);
+      std::memcpy(m + 32 + 2 * r, &blk.dmin, 2);
+    }
+  }
+}
+
 void pack_group_float(const uint8_t* const* rows, int64_t n_in, int eb, uint8_t* out) {
   for (int64_t k = 0; k < n_in; ++k)
     for (int r = 0; r < kPackRows; ++r) std::memcpy(out + (k * kPackRows + r) * eb, rows[r] + k * eb, eb);
@@ -60,6 +87,7 @@ bool packable(WKind kind) {
     case WKind::kBF16:
     case WKind::kQ4_0:
     case WKind::kQ8_0:
+    case WKind::kQ4_K:
       return true;
     default:
       return false;
@@ -71,6 +99,7 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
   switch (kind) {
     case WKind::kQ4_0: return nb * (kQ4Bytes + kScaleBytes);
     case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
+    case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
     case WKind::kF32:
     case WKind::kF16:
     case WKind::kBF16:
@@ -90,6 +119,7 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
     switch (kind) {
       case WKind::kQ4_0: pack_group_q4_0(rows, n_in / 32, dst); break;
       case WKind::kQ8_0: pack_group_q8_0(rows, n_in / 32, dst); break;
+      case WKind::kQ4_K: pack_group_q4_k(rows, n_in / 256, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }
   }

@@ -11,6 +11,11 @@
 //         then scales [nb][16] f16.                      (18 bytes/row/block)
 //   Q8_0: quants [nb][8][16 rows][4 bytes] as q + 128 (u8), vector s holds
 //         elements 4s..4s+3; then scales [nb][16] f16.   (34 bytes/row/block)
+//   Q4_K: quants [nsb][8 sub-blocks], each sub-block laid out like a Q4_0
+//         block (2048 bytes per super-block); then per super-block d[16]
+//         f16, dmin[16] f16, scales [8][16] u8 and mins [4 pairs][16 rows]
+//         [2] u8 (sub-blocks 2p, 2p+1 adjacent), the 6-bit values
+//         unpacked.                                     (148 bytes/row/256)
 //   F32 / F16 / BF16: [n_in][16 rows], the element type unchanged.
 #pragma once
 
@@ -22,6 +27,9 @@
 namespace pagoda::kernels::cpu {
 
 constexpr int kPackRows = 16;
+// Q4_K group layout offsets (bytes, per super-block).
+constexpr int kPackQ4KQuants = 2048;
+constexpr int kPackQ4KMeta = 320;  // d 32, dmin 32, scales 128, mins 128
 
 // Whether `kind` has a packed layout at all.
 bool packable(WKind kind);

@@ -106,6 +106,88 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
 }
 
+// Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
+// zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
+// sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
+template <int RG, int T>
+void tile_q4_k(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nsb = a.n_in / 256;
+  const uint8_t* q[RG];
+  const uint8_t* meta[RG];
+  for (int r = 0; r < RG; ++r) {
+    q[r] = a.wp + (g + r) * a.group_bytes;
+    meta[r] = q[r] + nsb * kPackQ4KQuants;
+  }
+  const int8_t* x[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = a.act.qs + (t0 + t) * a.n_in;
+    xd[t] = a.act.d + (t0 + t) * nsb;
+    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+  }
+  __m512 acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    __m512 dv[RG];
+    for (int r = 0; r < RG; ++r)
+      dv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ4KMeta)));
+    for (int j = 0; j < 8; ++j) {
+      __m512i is[RG][T];
+      for (int r = 0; r < RG; ++r)
+        for (int t = 0; t < T; ++t) is[r][t] = _mm512_setzero_si512();
+      for (int i = 0; i < 4; ++i) {
+        __m512i w0[RG], w1[RG];
+        for (int r = 0; r < RG; ++r) PQ4_0::step(q[r] + b * kPackQ4KQuants + j * 256, i, w0[r], w1[r]);
+        for (int t = 0; t < T; ++t) {
+          const __m512i xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
+          const __m512i xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
+          for (int r = 0; r < RG; ++r) {
+            is[r][t] = _mm512_dpbusd_epi32(is[r][t], w0[r], xa);
+            is[r][t] = _mm512_dpbusd_epi32(is[r][t], w1[r], xb);
+          }
+        }
+      }
+      __m512 sc[RG];
+      for (int r = 0; r < RG; ++r) {
+        const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta[r] + b * kPackQ4KMeta + 64 + 16 * j));
+        sc[r] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)), dv[r]);
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512 dx = _mm512_set1_ps(xd[t][b]);
+        for (int r = 0; r < RG; ++r)
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(sc[r], dx), acc[r][t]);
+      }
+    }
+    __m512i ms[RG][T];
+    for (int r = 0; r < RG; ++r)
+      for (int t = 0; t < T; ++t) ms[r][t] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      __m512i mv[RG];
+      for (int r = 0; r < RG; ++r)
+        mv[r] = _mm512_cvtepu8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ4KMeta + 192 + 32 * p)));
+      for (int t = 0; t < T; ++t) {
+        const int16_t* s = bs[t] + 16 * b + 4 * p;
+        const auto lo = static_cast<uint16_t>(s[0] + s[1]);
+        const auto hi = static_cast<uint16_t>(s[2] + s[3]);
+        const __m512i pair = _mm512_set1_epi32(static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16)));
+        for (int r = 0; r < RG; ++r) ms[r][t] = _mm512_dpwssd_epi32(ms[r][t], mv[r], pair);
+      }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const __m512 dmin = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ4KMeta + 32)));
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms[r][t]), _mm512_mul_ps(dmin, _mm512_set1_ps(xd[t][b])),
+                                     acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
 struct LdF32 {
   static constexpr int kBytes = 4;
   static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
@@ -190,6 +272,7 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 
 template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
 template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q4_k<RG, T>(a, g, t); } };
 template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
 template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
 template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); } };
@@ -198,11 +281,12 @@ template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int
 
 void use_packed512(IsaKernels& k) {
   auto set = [&](WKind kind, RowsFn fn) { k.packed[static_cast<int>(kind)] = fn; };
-  set(WKind::kQ4_0, packed_rows<KQ4_0, 2, 4, 4>);
+  set(WKind::kQ4_0, packed_rows<KQ4_0, 3, 3, 4>);
   set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 4, 4>);
-  set(WKind::kF32, packed_rows<KF32, 2, 12, 8>);
-  set(WKind::kF16, packed_rows<KF16, 2, 12, 8>);
-  set(WKind::kBF16, packed_rows<KBF16, 2, 12, 8>);
+  set(WKind::kQ4_K, packed_rows<KQ4_K, 2, 4, 4>);
+  set(WKind::kF32, packed_rows<KF32, 3, 8, 8>);
+  set(WKind::kF16, packed_rows<KF16, 3, 8, 8>);
+  set(WKind::kBF16, packed_rows<KBF16, 3, 8, 8>);
 }
 
 }  // namespace pagoda::kernels::cpu
