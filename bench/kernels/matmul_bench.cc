@@ -1,6 +1,7 @@
 // Matmul micro-benchmarks over the TinyLlama-1.1B linear-layer shapes, for
-// every weight dtype, decode (1 token) and prefill (128 tokens), on the ISA
-// path matmul() picks (PAGODA_ISA overrides) and PAGODA_BENCH_THREADS
+// every weight dtype, decode (1 token) and prefill (128 tokens), in the row
+// layout and (where the ISA has packed kernels, kernels/packed.h) the
+// load-time repacked layout ("-packed" names), on the ISA path matmul() picks (PAGODA_ISA overrides) and PAGODA_BENCH_THREADS
 // threads (default 2). Reports weight GB/s (bytes of W read per call / time)
 // and GFLOP/s (2 * n_in * n_out * n_tokens / time).
 //
@@ -16,6 +17,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "kernels/ref/quant_ref.h"
 
 namespace pagoda::kernels {
@@ -34,6 +36,7 @@ ThreadPool& pool() {
 struct Matrix {
   std::vector<uint8_t> w;
   WeightView view;
+  PackedWeights packed;
 };
 
 // Quantizes a few random rows and repeats them: the kernel streams the whole
@@ -57,8 +60,12 @@ std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out) {
   return m;
 }
 
-void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out, int64_t n_tokens) {
+void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, bool packed) {
   const auto m = make_matrix(type, n_in, n_out);
+  if (packed) {
+    WeightView* w = &m->view;
+    m->packed.pack(&w, 1, pool());
+  }
   std::vector<float> x(n_in * n_tokens), y(n_out * n_tokens);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
@@ -87,16 +94,18 @@ constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8
 
 int register_all() {
   for (DType type : kTypes)
-    for (int64_t n_tokens : {1, 128})
-      for (Shape s : kShapes) {
-        if (s.n_in % dtype_block_size(type) != 0) continue;
-        const std::string name = std::string(n_tokens == 1 ? "decode/" : "prefill128/") +
-                                 std::string(dtype_name(type)) + "/" + std::to_string(s.n_in) + "x" +
-                                 std::to_string(s.n_out);
-        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.n_in, s.n_out, n_tokens)
-            ->UseRealTime()
-            ->Unit(benchmark::kMicrosecond);
-      }
+    for (bool packed : {false, true})
+      for (int64_t n_tokens : {1, 128})
+        for (Shape s : kShapes) {
+          if (s.n_in % dtype_block_size(type) != 0) continue;
+          if (packed && !can_pack(WeightView{type, &s, s.n_in, s.n_out})) continue;
+          const std::string name = std::string(n_tokens == 1 ? "decode" : "prefill128") +
+                                   (packed ? "-packed/" : "/") + std::string(dtype_name(type)) + "/" +
+                                   std::to_string(s.n_in) + "x" + std::to_string(s.n_out);
+          benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.n_in, s.n_out, n_tokens, packed)
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
   return 0;
 }
 const int kRegistered = register_all();
