@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "kernels/attention_ops.h"
+#include "kernels/fast_exp.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -80,12 +81,10 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
           tile_max = std::max(tile_max, s[j]);
         }
         const float m_new = std::max(st.m[r], tile_max);
-        const float c = std::exp(st.m[r] - m_new);  // 0 on the first tile
+        const float c = fast_exp(st.m[r] - m_new);  // 0 on the first tile
+        for (int32_t j = 0; j < n; ++j) p[j] = fast_exp(s[j] - m_new);
         float sum = 0;
-        for (int32_t j = 0; j < n; ++j) {
-          p[j] = std::exp(s[j] - m_new);
-          sum += p[j];
-        }
+        for (int32_t j = 0; j < n; ++j) sum += p[j];
         st.l[r] = st.l[r] * c + sum;
         st.m[r] = m_new;
         Ops::weighted_sum(st.acc + static_cast<size_t>(r) * hd, c, p, vals, n, hd);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/fast_exp.h"
+
 namespace pagoda::kernels {
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
@@ -33,7 +35,7 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + fast_exp(-g)) * up[i];
   }
 }
 

@@ -16,6 +16,21 @@ std::string dims_str(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// fn(t0, t1) over token ranges, split across the pool for prefill-sized
+// batches (the per-token ops are cheap: a decode step stays on one thread).
+template <class Fn>
+void for_tokens(ThreadPool& pool, int64_t n, const Fn& fn) {
+  if (n < 16 || pool.num_threads() == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool.run([&fn, n](int ti, int nt) {
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t t0 = std::min<int64_t>(n, ti * chunk), t1 = std::min<int64_t>(n, t0 + chunk);
+    if (t0 < t1) fn(t0, t1);
+  });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file) {
@@ -120,8 +135,10 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   const Layer& l = layers_[il];
-  for (int64_t t = 0; t < n; ++t)
-    kernels::rms_norm(&ws_.x[t * c.n_embd], l.attn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+  for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      kernels::rms_norm(&ws_.x[t * c.n_embd], l.attn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+  });
   {
     const kernels::WeightView* w[] = {&l.wq, &l.wk, &l.wv};
     float* y[] = {ws_.q.data(), ws_.k.data(), ws_.v.data()};
@@ -135,17 +152,19 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   rp.freq_base = c.rope_freq_base;
   rp.freq_scale = c.rope_freq_scale;
   rp.freq_factors = rope_freqs_;
-  for (int64_t t = 0; t < n; ++t) {
-    float* q = &ws_.q[t * c.q_dim()];
-    float* k = &ws_.k[t * c.kv_dim()];
-    float* v = &ws_.v[t * c.kv_dim()];
-    if (l.bq) kernels::add_inplace(q, l.bq, c.q_dim());
-    if (l.bk) kernels::add_inplace(k, l.bk, c.kv_dim());
-    if (l.bv) kernels::add_inplace(v, l.bv, c.kv_dim());
-    kernels::rope(q, c.n_head, c.head_dim, batch.positions[t], rp);
-    kernels::rope(k, c.n_head_kv, c.head_dim, batch.positions[t], rp);
-    kv.write(il, batch.slots[t], k, v);
-  }
+  for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* q = &ws_.q[t * c.q_dim()];
+      float* k = &ws_.k[t * c.kv_dim()];
+      float* v = &ws_.v[t * c.kv_dim()];
+      if (l.bq) kernels::add_inplace(q, l.bq, c.q_dim());
+      if (l.bk) kernels::add_inplace(k, l.bk, c.kv_dim());
+      if (l.bv) kernels::add_inplace(v, l.bv, c.kv_dim());
+      kernels::rope(q, c.n_head, c.head_dim, batch.positions[t], rp);
+      kernels::rope(k, c.n_head_kv, c.head_dim, batch.positions[t], rp);
+      kv.write(il, batch.slots[t], k, v);  // distinct slots: safe in parallel
+    }
+  });
 
   kernels::PagedKVView view{kv.k_layer(il), kv.v_layer(il), kv.block_size(), c.n_head_kv,
                             c.head_dim, kv.block_stride()};
@@ -167,7 +186,9 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     }
   });
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.n_embd, pool);
-  kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * c.n_embd);
+  for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    kernels::add_inplace(&ws_.x[t0 * c.n_embd], &ws_.h[t0 * c.n_embd], (t1 - t0) * c.n_embd);
+  });
 }
 
 void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits) {
@@ -180,15 +201,21 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   for (int32_t il = 0; il < c.n_layer; ++il) {
     attention_layer(batch, kv, pool, il);
     const Layer& l = layers_[il];
-    for (int64_t t = 0; t < n; ++t)
-      kernels::rms_norm(&ws_.x[t * c.n_embd], l.ffn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        kernels::rms_norm(&ws_.x[t * c.n_embd], l.ffn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+    });
     const kernels::WeightView* w[] = {&l.w_gate, &l.w_up};
     float* y[] = {ws_.gate.data(), ws_.up.data()};
     const int64_t stride[] = {c.n_ff, c.n_ff};
     kernels::matmul_fused(w, 2, ws_.h.data(), c.n_embd, n, y, stride, pool);
-    kernels::swiglu(ws_.gate.data(), ws_.up.data(), ws_.gate.data(), n * c.n_ff);
+    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+      kernels::swiglu(&ws_.gate[t0 * c.n_ff], &ws_.up[t0 * c.n_ff], &ws_.gate[t0 * c.n_ff], (t1 - t0) * c.n_ff);
+    });
     kernels::matmul(l.w_down, ws_.gate.data(), c.n_ff, n, ws_.h.data(), c.n_embd, pool);
-    kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * c.n_embd);
+    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+      kernels::add_inplace(&ws_.x[t0 * c.n_embd], &ws_.h[t0 * c.n_embd], (t1 - t0) * c.n_embd);
+    });
   }
 
   const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
