@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -24,6 +26,17 @@ int64_t TensorInfo::num_elements() const {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;  // the parser rejected overflow
   return n;
+}
+
+void GGUFFile::release_pages(const void* p, size_t n) const {
+  if (map_ == nullptr || n == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto lo = std::max(reinterpret_cast<uintptr_t>(map_), (begin + page - 1) / page * page);
+  const auto hi = std::min(reinterpret_cast<uintptr_t>(map_) + map_size_, (begin + n) / page * page);
+  // A private, never-written file mapping: MADV_DONTNEED only unmaps the
+  // pages; later reads fault them in from the page cache / file again.
+  if (lo < hi) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 GGUFFile::~GGUFFile() {

@@ -102,6 +102,12 @@ class GGUFFile {
   const std::vector<double>* get_float_array(std::string_view key) const;
   const std::vector<int64_t>* get_int_array(std::string_view key) const;
 
+  // Drops the resident pages of [p, p + n) (whole pages inside it) from an
+  // opened file's mapping: the bytes stay valid and are read back from the
+  // file on the next access. Lowers RSS once a copy of a tensor (repacked
+  // weights) is used instead. No-op for parse()d buffers.
+  void release_pages(const void* p, size_t n) const;
+
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* tensor(std::string_view name) const;
 

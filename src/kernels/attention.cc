@@ -15,8 +15,13 @@ using namespace attention_internal;
 // Keys per tile: the tile's K and V rows (2 x 32 x head_dim floats) stay in
 // L1 while every query row of the group uses them.
 constexpr int32_t kKeyTile = 32;
-// Query rows (query x head of the group) processed against each tile.
-constexpr int32_t kRowTarget = 16;
+// Query rows (query x head of the group) processed against each tile: with
+// 64 rows the transposed key tile (below) is built once per 64 rows.
+constexpr int32_t kRowTarget = 64;
+// Tiles with at least this many rows compute scores from a transposed copy
+// of the key tile (keys in lanes, no horizontal sums) when Ops supports it.
+constexpr int32_t kMinRowsTransposed = 16;
+static_assert(kKeyTile == 32, "Avx512Ops::qk_tile computes 32 keys per row");
 
 int32_t max_rows(int32_t n_q, int32_t n_heads) {
   return static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(n_q) * n_heads, std::max(kRowTarget, n_heads)));
@@ -39,6 +44,8 @@ struct RowState {
   float* acc;  // [rows][head_dim]
   float* m;    // running max of scaled scores
   float* l;    // running sum of exp(score - m)
+  float* kt;   // [head_dim][kKeyTile] transposed key tile
+  float* sc;   // [rows][kKeyTile] scores of the tile
 };
 
 // Queries [q_begin, q_end) x the group's heads of kv head `kvh` against all
@@ -60,6 +67,11 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
   const float* vals[kKeyTile];
   float* p = s + kKeyTile;
   const size_t head_offset = static_cast<size_t>(kvh) * bs * hd;
+  const bool transposed = Ops::kHasQkTile && rows >= kMinRowsTransposed;
+  const float* qrows[kRowTarget];
+  if (transposed)
+    for (int32_t r = 0; r < rows; ++r)
+      qrows[r] = a.q + (q_begin + r / group) * a.q_stride + static_cast<int64_t>(kvh * group + r % group) * hd;
   for (int32_t t0 = 0; t0 <= max_pos; t0 += kKeyTile) {
     const int32_t t1 = std::min(t0 + kKeyTile, max_pos + 1);
     for (int32_t j = t0; j < t1; ++j) {
@@ -68,13 +80,26 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
       keys[j - t0] = kv.k + off;
       vals[j - t0] = kv.v + off;
     }
+    if (transposed) {
+      const int32_t nk = t1 - t0;
+      for (int32_t d = 0; d < hd; ++d) {
+        float* col = st.kt + static_cast<size_t>(d) * kKeyTile;
+        for (int32_t j = 0; j < nk; ++j) col[j] = keys[j][d];
+        for (int32_t j = nk; j < kKeyTile; ++j) col[j] = 0.0f;
+      }
+      Ops::qk_tile(qrows, rows, st.kt, hd, st.sc);
+    }
     for (int32_t i = q_begin; i < q_end; ++i) {
       const int32_t n = std::min(t1, a.q_pos[i] + 1) - t0;  // causal mask
       if (n <= 0) continue;
       for (int32_t g = 0; g < group; ++g) {
         const int32_t r = (i - q_begin) * group + g;
-        const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
-        Ops::dot_keys(qr, keys, n, hd, s);
+        if (transposed) {
+          std::copy_n(st.sc + static_cast<size_t>(r) * kKeyTile, n, s);
+        } else {
+          const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
+          Ops::dot_keys(qr, keys, n, hd, s);
+        }
         float tile_max = -INFINITY;
         for (int32_t j = 0; j < n; ++j) {
           s[j] *= a.scale;
@@ -115,7 +140,9 @@ void run(const Args& a, int32_t kv_len, int32_t n_q, int32_t kv_head_begin, int3
   st.acc = scratch;
   st.m = st.acc + static_cast<size_t>(rows_cap) * kv.head_dim;
   st.l = st.m + rows_cap;
-  float* s = st.l + rows_cap;
+  st.kt = st.l + rows_cap;
+  st.sc = st.kt + static_cast<size_t>(kv.head_dim) * kKeyTile;
+  float* s = st.sc + static_cast<size_t>(rows_cap) * kKeyTile;
   for (int32_t i = 0; i < n_q; ++i) PAGODA_CHECK(a.q_pos[i] >= 0 && a.q_pos[i] < kv_len);
   for (int32_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     for (int32_t q0 = 0; q0 < n_q; q0 += q_tile) {
@@ -128,7 +155,8 @@ void run(const Args& a, int32_t kv_len, int32_t n_q, int32_t kv_head_begin, int3
 
 size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head_dim, int32_t block_size) {
   const size_t rows = static_cast<size_t>(max_rows(n_q, n_heads));
-  return rows * (static_cast<size_t>(head_dim) + 2) + 2 * kKeyTile;
+  return rows * (static_cast<size_t>(head_dim) + 2 + kKeyTile) + static_cast<size_t>(head_dim) * kKeyTile +
+         2 * kKeyTile;
 }
 
 bool paged_attention_has_isa(AttentionIsa isa) {

@@ -21,6 +21,8 @@ namespace pagoda::kernels::attention_internal {
 
 struct ScalarOps {
   static constexpr const char* kName = "scalar";
+  static constexpr bool kHasQkTile = false;
+  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float*) {}
   static void dot_keys(const float* q, const float* const* keys, int32_t n, int32_t hd, float* s) {
     for (int32_t j = 0; j < n; ++j) {
       float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
@@ -143,7 +145,10 @@ struct Avx2Vec {
     return _mm_cvtss_f32(s);
   }
 };
-struct Avx2Ops : SimdOps<Avx2Vec> {};
+struct Avx2Ops : SimdOps<Avx2Vec> {
+  static constexpr bool kHasQkTile = false;
+  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float*) {}
+};
 #endif
 
 #if defined(__AVX512F__)
@@ -168,7 +173,35 @@ struct Avx512Vec {
     return _mm_cvtss_f32(s);
   }
 };
-struct Avx512Ops : SimdOps<Avx512Vec> {};
+struct Avx512Ops : SimdOps<Avx512Vec> {
+  // sc[r][0..32) = q_r . kt[:, 0..32) for `rows` query rows against a key
+  // tile transposed to kt[head_dim][32]: keys in lanes, 4 rows x 2 vectors
+  // of independent FMA chains, no horizontal sums.
+  static constexpr bool kHasQkTile = true;
+  template <int R>
+  static void qk_rows(const float* const* q, const float* kt, int32_t hd, float* sc) {
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < hd; ++d) {
+      const __m512 k0 = _mm512_loadu_ps(kt + d * 32);
+      const __m512 k1 = _mm512_loadu_ps(kt + d * 32 + 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512 qb = _mm512_set1_ps(q[r][d]);
+        acc[r][0] = _mm512_fmadd_ps(qb, k0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm512_storeu_ps(sc + r * 32, acc[r][0]);
+      _mm512_storeu_ps(sc + r * 32 + 16, acc[r][1]);
+    }
+  }
+  static void qk_tile(const float* const* q, int32_t rows, const float* kt, int32_t hd, float* sc) {
+    int32_t r = 0;
+    for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r, kt, hd, sc + r * 32);
+    for (; r < rows; ++r) qk_rows<1>(q + r, kt, hd, sc + r * 32);
+  }
+};
 #endif
 
 }  // namespace pagoda::kernels::attention_internal

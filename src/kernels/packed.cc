@@ -47,16 +47,29 @@ bool can_pack(const WeightView& w) {
   return false;
 }
 
-size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool) {
-  size_t added = 0;
+size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
+                           const std::function<void(const WeightView&)>& on_packed) {
+  constexpr size_t kAlign = 64;
+  auto bytes_of = [](const WeightView& w) {
+    const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
+    return cpu::packed_group_bytes(kind, w.n_in) * static_cast<size_t>(w.n_out / cpu::kPackRows);
+  };
+  size_t total = 0;
+  for (int i = 0; i < n; ++i)
+    if (ws[i]->packed == nullptr && can_pack(*ws[i])) total += (bytes_of(*ws[i]) + kAlign - 1) / kAlign * kAlign;
+  if (total == 0) return 0;
+  // One arena: small matrices do not each round up to a 2 MiB page.
+  uint8_t* arena = alloc_huge(total);
+  buffers_.emplace_back(arena);
+  size_t used = 0;
   for (int i = 0; i < n; ++i) {
     WeightView& w = *ws[i];
     if (w.packed != nullptr || !can_pack(w)) continue;
     const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
     const int64_t groups = w.n_out / cpu::kPackRows;
     const size_t gb = cpu::packed_group_bytes(kind, w.n_in);
-    uint8_t* out = alloc_huge(gb * static_cast<size_t>(groups));
-    buffers_.emplace_back(out);
+    uint8_t* out = arena + used;
+    used += (bytes_of(w) + kAlign - 1) / kAlign * kAlign;
     const auto* src = static_cast<const uint8_t*>(w.data);
     const size_t row_bytes = w.row_bytes();
     const int64_t n_in = w.n_in;
@@ -67,10 +80,10 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool) {
     });
     w.packed = out;
     w.packed_rows = groups * cpu::kPackRows;
-    added += gb * static_cast<size_t>(groups);
+    if (on_packed) on_packed(w);
   }
-  bytes_ += added;
-  return added;
+  bytes_ += used;
+  return used;
 }
 
 }  // namespace pagoda::kernels

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,9 +35,11 @@ class PackedWeights {
   PackedWeights& operator=(const PackedWeights&) = delete;
 
   // Packs the whole-group rows of each weight that can_pack() (splitting
-  // the work across `pool`) and sets their packed / packed_rows. Returns
-  // the bytes added.
-  size_t pack(WeightView* const* ws, int n, ThreadPool& pool);
+  // the work across `pool`) into one huge-page arena and sets their packed
+  // / packed_rows; calls on_packed(w) after each (e.g. to release the
+  // source pages). Returns the bytes added.
+  size_t pack(WeightView* const* ws, int n, ThreadPool& pool,
+              const std::function<void(const WeightView&)>& on_packed = nullptr);
   size_t bytes() const { return bytes_; }
 
  private:

@@ -37,6 +37,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
   PAGODA_ASSIGN_OR_RETURN(ModelConfig cfg, model_config_from_gguf(file));
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->config_ = cfg;
+  m->file_ = &file;
 
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out,
                     kernels::WeightView* out) -> Status {
@@ -113,7 +114,12 @@ size_t LlamaModel::repack(ThreadPool& pool) {
   std::vector<kernels::WeightView*> ws{&output_};
   for (auto& l : layers_)
     for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) ws.push_back(w);
-  return packed_.pack(ws.data(), static_cast<int>(ws.size()), pool);
+  // Each matrix's file pages are released as soon as it is packed: peak
+  // resident memory stays near one copy of the weights.
+  const size_t added = packed_.pack(ws.data(), static_cast<int>(ws.size()), pool, [this](const kernels::WeightView& w) {
+    if (w.packed_rows == w.n_out) file_->release_pages(w.data, w.row_bytes() * w.n_out);
+  });
+  return added;
 }
 
 void LlamaModel::ensure_workspace(int64_t n) {

@@ -32,7 +32,9 @@ class LlamaModel {
 
   // Makes row-interleaved copies of the matrices the active ISA has packed
   // kernels for (kernels/packed.h); returns the bytes added. Call once,
-  // before forward(); a no-op when PAGODA_REPACK=0.
+  // before forward(); a no-op when PAGODA_REPACK=0. Fully packed matrices
+  // have their file pages released (GGUFFile::release_pages), so resident
+  // memory holds one copy of them, not two.
   size_t repack(ThreadPool& pool);
 
  private:
@@ -54,6 +56,7 @@ class LlamaModel {
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
 
   ModelConfig config_;
+  const gguf::GGUFFile* file_ = nullptr;
   kernels::WeightView tok_embd_, output_;
   const float* output_norm_ = nullptr;
   const float* rope_freqs_ = nullptr;
