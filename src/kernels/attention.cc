@@ -81,35 +81,34 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
       vals[j - t0] = kv.v + off;
     }
     if (transposed) {
-      const int32_t nk = t1 - t0;
-      for (int32_t d = 0; d < hd; ++d) {
-        float* col = st.kt + static_cast<size_t>(d) * kKeyTile;
-        for (int32_t j = 0; j < nk; ++j) col[j] = keys[j][d];
-        for (int32_t j = nk; j < kKeyTile; ++j) col[j] = 0.0f;
-      }
-      Ops::qk_tile(qrows, rows, st.kt, hd, st.sc);
+      Ops::transpose_keys(keys, t1 - t0, hd, st.kt);
+      Ops::qk_tile(qrows, rows, st.kt, hd, a.scale, st.sc);
     }
     for (int32_t i = q_begin; i < q_end; ++i) {
       const int32_t n = std::min(t1, a.q_pos[i] + 1) - t0;  // causal mask
       if (n <= 0) continue;
       for (int32_t g = 0; g < group; ++g) {
         const int32_t r = (i - q_begin) * group + g;
-        if (transposed) {
-          std::copy_n(st.sc + static_cast<size_t>(r) * kKeyTile, n, s);
+        float m_new, c, sum;
+        if (transposed) {  // scores already scaled
+          const float* sr = st.sc + static_cast<size_t>(r) * kKeyTile;
+          m_new = std::max(st.m[r], Ops::row_max(sr, n));
+          c = fast_exp(st.m[r] - m_new);  // 0 on the first tile
+          sum = Ops::exp_sum(sr, n, m_new, p);
         } else {
           const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
           Ops::dot_keys(qr, keys, n, hd, s);
+          float tile_max = -INFINITY;
+          for (int32_t j = 0; j < n; ++j) {
+            s[j] *= a.scale;
+            tile_max = std::max(tile_max, s[j]);
+          }
+          m_new = std::max(st.m[r], tile_max);
+          c = fast_exp(st.m[r] - m_new);
+          for (int32_t j = 0; j < n; ++j) p[j] = fast_exp(s[j] - m_new);
+          sum = 0;
+          for (int32_t j = 0; j < n; ++j) sum += p[j];
         }
-        float tile_max = -INFINITY;
-        for (int32_t j = 0; j < n; ++j) {
-          s[j] *= a.scale;
-          tile_max = std::max(tile_max, s[j]);
-        }
-        const float m_new = std::max(st.m[r], tile_max);
-        const float c = fast_exp(st.m[r] - m_new);  // 0 on the first tile
-        for (int32_t j = 0; j < n; ++j) p[j] = fast_exp(s[j] - m_new);
-        float sum = 0;
-        for (int32_t j = 0; j < n; ++j) sum += p[j];
         st.l[r] = st.l[r] * c + sum;
         st.m[r] = m_new;
         Ops::weighted_sum(st.acc + static_cast<size_t>(r) * hd, c, p, vals, n, hd);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -22,7 +23,10 @@ namespace pagoda::kernels::attention_internal {
 struct ScalarOps {
   static constexpr const char* kName = "scalar";
   static constexpr bool kHasQkTile = false;
-  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float*) {}
+  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float, float*) {}
+  static void transpose_keys(const float* const*, int32_t, int32_t, float*) {}
+  static float row_max(const float*, int32_t) { return 0; }
+  static float exp_sum(const float*, int32_t, float, float*) { return 0; }
   static void dot_keys(const float* q, const float* const* keys, int32_t n, int32_t hd, float* s) {
     for (int32_t j = 0; j < n; ++j) {
       float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
@@ -147,7 +151,10 @@ struct Avx2Vec {
 };
 struct Avx2Ops : SimdOps<Avx2Vec> {
   static constexpr bool kHasQkTile = false;
-  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float*) {}
+  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float, float*) {}
+  static void transpose_keys(const float* const*, int32_t, int32_t, float*) {}
+  static float row_max(const float*, int32_t) { return 0; }
+  static float exp_sum(const float*, int32_t, float, float*) { return 0; }
 };
 #endif
 
@@ -174,12 +181,110 @@ struct Avx512Vec {
   }
 };
 struct Avx512Ops : SimdOps<Avx512Vec> {
-  // sc[r][0..32) = q_r . kt[:, 0..32) for `rows` query rows against a key
-  // tile transposed to kt[head_dim][32]: keys in lanes, 4 rows x 2 vectors
-  // of independent FMA chains, no horizontal sums.
+  // The prefill path of attention.cc: a key tile of 32 is transposed to
+  // kt[head_dim][32] once, then scores of many query rows come from it with
+  // keys in lanes (no horizontal sums); max and exp-sum run 16 lanes wide.
   static constexpr bool kHasQkTile = true;
+
+  static float hmax(__m512 v) {
+    __m512 t = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    t = _mm512_max_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    t = _mm512_max_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));
+    t = _mm512_max_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_cvtss_f32(t);
+  }
+  // exp as kernels/fast_exp.h, 16 lanes (2^n applied with vscalefps).
+  static __m512 exp16(__m512 x) {
+    const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3f)), _mm512_set1_ps(-87.3f));
+    const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 f = _mm512_fnmadd_ps(r, _mm512_set1_ps(0.693145751953125f), xc);
+    f = _mm512_fnmadd_ps(r, _mm512_set1_ps(1.428606765330187e-6f), f);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), _mm512_scalef_ps(p, r));
+  }
+  // max of s[0..n), n in 1..32
+  static float row_max(const float* s, int32_t n) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m = _mm512_mask_loadu_ps(ninf, Avx512Vec::mask(std::min(n, 16)), s);
+    if (n > 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, Avx512Vec::mask(n - 16), s + 16));
+    return hmax(m);
+  }
+  // p[j] = exp(s[j] - m) for j < n (n in 1..32); returns their sum.
+  static float exp_sum(const float* s, int32_t n, float m, float* p) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int32_t j = 0; j < n; j += 16) {
+      const __mmask16 k = Avx512Vec::mask(std::min(n - j, 16));
+      const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
+      _mm512_mask_storeu_ps(p + j, k, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    return Avx512Vec::hsum(sum);
+  }
+
+  // kt[d][0..32) = keys[0..nk)[d], zero past nk (nk in 1..32): 16x16
+  // in-register transposes when head_dim is a multiple of 16.
+  static void transpose16(__m512* r) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    auto lo = [](__m512 a, __m512 b) {
+      return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+    };
+    auto hi = [](__m512 a, __m512 b) {
+      return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+    };
+    for (int i = 0; i < 4; ++i) {
+      r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+      r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+      r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+      r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+      t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+      t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+      t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; ++i) {
+      r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+      r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+  }
+  static void transpose_keys(const float* const* keys, int32_t nk, int32_t hd, float* kt) {
+    if (hd % 16 != 0) {
+      for (int32_t d = 0; d < hd; ++d) {
+        float* col = kt + static_cast<size_t>(d) * 32;
+        for (int32_t j = 0; j < nk; ++j) col[j] = keys[j][d];
+        for (int32_t j = nk; j < 32; ++j) col[j] = 0.0f;
+      }
+      return;
+    }
+    for (int32_t jb = 0; jb < 32; jb += 16) {
+      for (int32_t d0 = 0; d0 < hd; d0 += 16) {
+        __m512 r[16];
+        for (int32_t i = 0; i < 16; ++i)
+          r[i] = jb + i < nk ? _mm512_loadu_ps(keys[jb + i] + d0) : _mm512_setzero_ps();
+        if (jb < nk) transpose16(r);
+        for (int32_t k = 0; k < 16; ++k) _mm512_storeu_ps(kt + static_cast<size_t>(d0 + k) * 32 + jb, r[k]);
+      }
+    }
+  }
+
+  // sc[r][0..32) = scale * q_r . kt[:, 0..32) for `rows` query rows: 4 rows
+  // x 2 vectors of independent FMA chains.
   template <int R>
-  static void qk_rows(const float* const* q, const float* kt, int32_t hd, float* sc) {
+  static void qk_rows(const float* const* q, const float* kt, int32_t hd, float scale, float* sc) {
     __m512 acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int32_t d = 0; d < hd; ++d) {
@@ -191,15 +296,16 @@ struct Avx512Ops : SimdOps<Avx512Vec> {
         acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
       }
     }
+    const __m512 vs = _mm512_set1_ps(scale);
     for (int r = 0; r < R; ++r) {
-      _mm512_storeu_ps(sc + r * 32, acc[r][0]);
-      _mm512_storeu_ps(sc + r * 32 + 16, acc[r][1]);
+      _mm512_storeu_ps(sc + r * 32, _mm512_mul_ps(acc[r][0], vs));
+      _mm512_storeu_ps(sc + r * 32 + 16, _mm512_mul_ps(acc[r][1], vs));
     }
   }
-  static void qk_tile(const float* const* q, int32_t rows, const float* kt, int32_t hd, float* sc) {
+  static void qk_tile(const float* const* q, int32_t rows, const float* kt, int32_t hd, float scale, float* sc) {
     int32_t r = 0;
-    for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r, kt, hd, sc + r * 32);
-    for (; r < rows; ++r) qk_rows<1>(q + r, kt, hd, sc + r * 32);
+    for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r, kt, hd, scale, sc + r * 32);
+    for (; r < rows; ++r) qk_rows<1>(q + r, kt, hd, scale, sc + r * 32);
   }
 };
 #endif
