@@ -158,13 +158,13 @@ TEST_P(PackedMatmul, FusedUnalignedOffsets) {
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                                           DType::kQ4_K),
+                                           DType::kQ4_K, DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Types without a packed layout are left alone.
 TEST(PackedWeights, SkipsUnpackable) {
   std::mt19937 rng(1);
-  Weights w = make_weights(DType::kQ6_K, 256, 32, rng);
+  Weights w = make_weights(DType::kQ5_K, 256, 32, rng);
   PackedWeights store;
   ThreadPool pool(1);
   WeightView* pw = &w.view;

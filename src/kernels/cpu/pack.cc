@@ -73,6 +73,39 @@ void pack_group_q4_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   }
 }
 
+// Element e (0..255) of a Q6_K super-block as its unsigned 6-bit value.
+uint8_t q6_value(const ref::BlockQ6_K& b, int e) {
+  const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+  const uint8_t lo = b.ql[64 * h + l + 32 * (s % 2)];
+  const uint8_t nib = s < 2 ? (lo & 0x0F) : (lo >> 4);
+  const uint8_t hi = (b.qh[32 * h + l] >> (2 * s)) & 3;
+  return static_cast<uint8_t>(nib | (hi << 4));
+}
+
+void pack_group_q6_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
+  for (int64_t b = 0; b < nsb; ++b) {
+    uint8_t* low = out + b * kPackQ6KLow;
+    uint8_t* high = out + nsb * kPackQ6KLow + b * kPackQ6KHigh;
+    uint8_t* meta = out + nsb * (kPackQ6KLow + kPackQ6KHigh) + b * kPackQ6KMeta;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ6_K*>(rows[r])[b];
+      for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 4; ++i)
+          for (int jj = 0; jj < 4; ++jj) {
+            const uint8_t qa = q6_value(blk, 32 * j + 4 * i + jj);
+            const uint8_t qb = q6_value(blk, 32 * j + 16 + 4 * i + jj);
+            low[j * 256 + 64 * i + 4 * r + jj] = static_cast<uint8_t>((qa & 0x0F) | ((qb & 0x0F) << 4));
+            uint8_t& ha = high[j * 128 + 4 * r + jj];
+            uint8_t& hb = high[j * 128 + 64 + 4 * r + jj];
+            ha = static_cast<uint8_t>((i == 0 ? 0 : ha) | ((qa >> 4) << (2 * i)));
+            hb = static_cast<uint8_t>((i == 0 ? 0 : hb) | ((qb >> 4) << (2 * i)));
+          }
+      for (int sidx = 0; sidx < 16; ++sidx) meta[16 * sidx + r] = static_cast<uint8_t>(blk.scales[sidx]);
+      std::memcpy(meta + 256 + 2 * r, &blk.d, 2);
+    }
+  }
+}
+
 void pack_group_float(const uint8_t* const* rows, int64_t n_in, int eb, uint8_t* out) {
   for (int64_t k = 0; k < n_in; ++k)
     for (int r = 0; r < kPackRows; ++r) std::memcpy(out + (k * kPackRows + r) * eb, rows[r] + k * eb, eb);
@@ -88,6 +121,7 @@ bool packable(WKind kind) {
     case WKind::kQ4_0:
     case WKind::kQ8_0:
     case WKind::kQ4_K:
+    case WKind::kQ6_K:
       return true;
     default:
       return false;
@@ -100,6 +134,7 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kQ4_0: return nb * (kQ4Bytes + kScaleBytes);
     case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
     case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
+    case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
     case WKind::kF32:
     case WKind::kF16:
     case WKind::kBF16:
@@ -120,6 +155,7 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
       case WKind::kQ4_0: pack_group_q4_0(rows, n_in / 32, dst); break;
       case WKind::kQ8_0: pack_group_q8_0(rows, n_in / 32, dst); break;
       case WKind::kQ4_K: pack_group_q4_k(rows, n_in / 256, dst); break;
+      case WKind::kQ6_K: pack_group_q6_k(rows, n_in / 256, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }
   }

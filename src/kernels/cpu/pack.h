@@ -16,6 +16,13 @@
 //         f16, dmin[16] f16, scales [8][16] u8 and mins [4 pairs][16 rows]
 //         [2] u8 (sub-blocks 2p, 2p+1 adjacent), the 6-bit values
 //         unpacked.                                     (148 bytes/row/256)
+//   Q6_K: three regions, each [nsb] super-blocks long: low nibbles [8
+//         sub-blocks][4][16 rows][4] as in Q4_0 (2048 bytes), high 2 bits
+//         [8][2][16 rows][4] (vector 0 for elements 0..15 of the sub-block,
+//         vector 1 for 16..31; bits 2i, 2i+1 of byte j = element 4i+j),
+//         then scales [16][16 rows] i8 and d[16] f16; q kept 0..63 (the -32
+//         goes through the activation sums).
+//                                                        (210 bytes/row/256)
 //   F32 / F16 / BF16: [n_in][16 rows], the element type unchanged.
 #pragma once
 
@@ -30,6 +37,10 @@ constexpr int kPackRows = 16;
 // Q4_K group layout offsets (bytes, per super-block).
 constexpr int kPackQ4KQuants = 2048;
 constexpr int kPackQ4KMeta = 320;  // d 32, dmin 32, scales 128, mins 128
+// Q6_K group layout (bytes, per super-block): low nibbles, high bits, meta.
+constexpr int kPackQ6KLow = 2048;
+constexpr int kPackQ6KHigh = 1024;
+constexpr int kPackQ6KMeta = 288;  // scales 256, d 32
 
 // Whether `kind` has a packed layout at all.
 bool packable(WKind kind);

@@ -188,6 +188,90 @@ void tile_q4_k(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
 }
 
+// The 2-bit high parts of k-step i (0..3) moved to bits 4..5 of each byte.
+template <int I>
+inline __m512i q6_high(__m512i h) {
+  const __m512i m = _mm512_set1_epi8(0x30);
+  if constexpr (I == 0) return _mm512_and_si512(_mm512_slli_epi16(h, 4), m);
+  if constexpr (I == 1) return _mm512_and_si512(_mm512_slli_epi16(h, 2), m);
+  if constexpr (I == 2) return _mm512_and_si512(h, m);
+  return _mm512_and_si512(_mm512_srli_epi16(h, 2), m);
+}
+
+// Q6_K: each 16-element half of a sub-block is 4 k-steps accumulated from
+// -32 * sum(x) (the Q8_K block sums), then scaled by d * sc * dx.
+template <int RG, int T>
+void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nsb = a.n_in / 256;
+  const uint8_t* low[RG];
+  const uint8_t* high[RG];
+  const uint8_t* meta[RG];
+  for (int r = 0; r < RG; ++r) {
+    low[r] = a.wp + (g + r) * a.group_bytes;
+    high[r] = low[r] + nsb * kPackQ6KLow;
+    meta[r] = high[r] + nsb * kPackQ6KHigh;
+  }
+  const int8_t* x[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = a.act.qs + (t0 + t) * a.n_in;
+    xd[t] = a.act.d + (t0 + t) * nsb;
+    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    __m512 dv[RG];
+    for (int r = 0; r < RG; ++r)
+      dv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ6KMeta + 256)));
+    for (int j = 0; j < 8; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        __m512i is[RG][T];
+        for (int t = 0; t < T; ++t) {
+          const __m512i init = _mm512_set1_epi32(-32 * bs[t][16 * b + 2 * j + half]);
+          for (int r = 0; r < RG; ++r) is[r][t] = init;
+        }
+        __m512i h[RG];
+        for (int r = 0; r < RG; ++r)
+          h[r] = _mm512_loadu_si512(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
+        auto step = [&](auto ic) {
+          constexpr int i = decltype(ic)::value;
+          __m512i w[RG];
+          for (int r = 0; r < RG; ++r) {
+            const __m512i raw = _mm512_loadu_si512(low[r] + b * kPackQ6KLow + j * 256 + 64 * i);
+            const __m512i nib = half == 0 ? _mm512_and_si512(raw, m4) : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            w[r] = _mm512_or_si512(nib, q6_high<i>(h[r]));
+          }
+          for (int t = 0; t < T; ++t) {
+            const __m512i xv = bcast32(x[t] + 256 * b + 32 * j + 16 * half + 4 * i);
+            for (int r = 0; r < RG; ++r) is[r][t] = _mm512_dpbusd_epi32(is[r][t], w[r], xv);
+          }
+        };
+        step(std::integral_constant<int, 0>{});
+        step(std::integral_constant<int, 1>{});
+        step(std::integral_constant<int, 2>{});
+        step(std::integral_constant<int, 3>{});
+        __m512 sc[RG];
+        for (int r = 0; r < RG; ++r) {
+          const __m128i s8 =
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half)));
+          sc[r] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)), dv[r]);
+        }
+        for (int t = 0; t < T; ++t) {
+          const __m512 dx = _mm512_set1_ps(xd[t][b]);
+          for (int r = 0; r < RG; ++r)
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(sc[r], dx), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
 struct LdF32 {
   static constexpr int kBytes = 4;
   static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
@@ -273,6 +357,7 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
 template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
 template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q4_k<RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ6_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); } };
 template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
 template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
 template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); } };
@@ -284,6 +369,7 @@ void use_packed512(IsaKernels& k) {
   set(WKind::kQ4_0, packed_rows<KQ4_0, 3, 3, 4>);
   set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 4, 4>);
   set(WKind::kQ4_K, packed_rows<KQ4_K, 2, 4, 4>);
+  set(WKind::kQ6_K, packed_rows<KQ6_K, 2, 4, 4>);
   set(WKind::kF32, packed_rows<KF32, 3, 8, 8>);
   set(WKind::kF16, packed_rows<KF16, 3, 8, 8>);
   set(WKind::kBF16, packed_rows<KBF16, 3, 8, 8>);
