@@ -158,18 +158,24 @@ TEST_P(PackedMatmul, FusedUnalignedOffsets) {
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                                           DType::kQ4_K, DType::kQ6_K),
+                                           DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
+                                           DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// Types without a packed layout are left alone.
+// Matrices with fewer than 16 rows, or rows that are not whole blocks of
+// the activation format, are left alone.
 TEST(PackedWeights, SkipsUnpackable) {
   std::mt19937 rng(1);
-  Weights w = make_weights(DType::kQ5_K, 256, 32, rng);
+  Weights few = make_weights(DType::kQ4_0, 64, 15, rng);
+  Weights f32 = make_weights(DType::kF32, 48, 32, rng);
   PackedWeights store;
   ThreadPool pool(1);
-  WeightView* pw = &w.view;
+  WeightView* pw = &few.view;
   EXPECT_EQ(store.pack(&pw, 1, pool), 0u);
-  EXPECT_EQ(w.view.packed, nullptr);
+  EXPECT_EQ(few.view.packed, nullptr);
+  pw = &f32.view;
+  EXPECT_GT(store.pack(&pw, 1, pool), 0u);
+  EXPECT_EQ(f32.view.packed_rows, 32);
 }
 
 }  // namespace

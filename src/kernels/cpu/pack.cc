@@ -1,6 +1,7 @@
 #include "kernels/cpu/pack.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/check.h"
 #include "kernels/ref/blocks.h"
@@ -14,21 +15,40 @@ constexpr int kScaleBytes = kPackRows * 2;
 
 int elem_bytes(WKind kind) { return kind == WKind::kF32 ? 4 : 2; }
 
-// Element k (0..31) of a Q4_0 block as its unsigned nibble.
-uint8_t q4_nibble(const ref::BlockQ4_0& b, int k) {
-  return k < 16 ? (b.qs[k] & 0x0F) : (b.qs[k - 16] >> 4);
+// Bit 4 of element k (0..31) of a Q5_0 / Q5_1 block.
+template <class Block>
+uint8_t q5_bit(const Block& b, int k) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  return static_cast<uint8_t>((qh >> k) & 1);
 }
 
-void pack_group_q4_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
-  uint8_t* scales = out + nb * kQ4Bytes;
+// The 32-element types: nibble vectors as in the header, for the 5-bit
+// types a bit-4 plane after them, then d (and m) regions.
+template <class Block, bool kFive, bool kMin>
+void pack_group_legacy(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
+  constexpr int kQ = kQ4Bytes + (kFive ? 64 : 0);
+  uint8_t* scales = out + nb * kQ;
+  uint8_t* mins = scales + nb * kScaleBytes;
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* q = out + b * kQ4Bytes;
+    uint8_t* q = out + b * kQ;
     for (int r = 0; r < kPackRows; ++r) {
-      const auto& blk = reinterpret_cast<const ref::BlockQ4_0*>(rows[r])[b];
+      const auto& blk = reinterpret_cast<const Block*>(rows[r])[b];
+      auto nib = [&](int k) -> uint8_t {
+        const uint8_t* qs = blk.qs;
+        return k < 16 ? (qs[k] & 0x0F) : (qs[k - 16] >> 4);
+      };
       for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          q[64 * i + 4 * r + j] = static_cast<uint8_t>(q4_nibble(blk, 4 * i + j) | (q4_nibble(blk, 16 + 4 * i + j) << 4));
+        for (int j = 0; j < 4; ++j) {
+          q[64 * i + 4 * r + j] = static_cast<uint8_t>(nib(4 * i + j) | (nib(16 + 4 * i + j) << 4));
+          if constexpr (kFive) {
+            uint8_t& h = q[256 + 4 * r + j];
+            h = static_cast<uint8_t>((i == 0 ? 0 : h) | (q5_bit(blk, 4 * i + j) << i) |
+                                     (q5_bit(blk, 16 + 4 * i + j) << (4 + i)));
+          }
+        }
       std::memcpy(scales + b * kScaleBytes + 2 * r, &blk.d, 2);
+      if constexpr (kMin) std::memcpy(mins + b * kScaleBytes + 2 * r, &blk.m, 2);
     }
   }
 }
@@ -46,22 +66,35 @@ void pack_group_q8_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
   }
 }
 
-void pack_group_q4_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
-  uint8_t* meta = out + nsb * kPackQ4KQuants;
+template <class Block>
+void pack_group_k45(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
+  constexpr bool kFive = std::is_same_v<Block, ref::BlockQ5_K>;
+  constexpr int kSub = kQ4Bytes + (kFive ? 64 : 0);  // bytes per sub-block
+  uint8_t* meta = out + nsb * 8 * kSub;
   for (int64_t b = 0; b < nsb; ++b) {
     uint8_t* m = meta + b * kPackQ4KMeta;
     for (int r = 0; r < kPackRows; ++r) {
-      const auto& blk = reinterpret_cast<const ref::BlockQ4_K*>(rows[r])[b];
+      const auto& blk = reinterpret_cast<const Block*>(rows[r])[b];
+      auto bit4 = [&](int j, int l) -> uint8_t {
+        if constexpr (kFive) return (blk.qh[l] >> j) & 1;
+        return 0;
+      };
       // element 32j + l of the super-block as its nibble
       auto nib = [&](int j, int l) -> uint8_t {
         const uint8_t v = blk.qs[32 * (j / 2) + l];
         return (j % 2) ? (v >> 4) : (v & 0x0F);
       };
       for (int j = 0; j < 8; ++j) {
-        uint8_t* q = out + b * kPackQ4KQuants + j * kQ4Bytes;
+        uint8_t* q = out + (b * 8 + j) * kSub;
         for (int i = 0; i < 4; ++i)
-          for (int jj = 0; jj < 4; ++jj)
+          for (int jj = 0; jj < 4; ++jj) {
             q[64 * i + 4 * r + jj] = static_cast<uint8_t>(nib(j, 4 * i + jj) | (nib(j, 16 + 4 * i + jj) << 4));
+            if constexpr (kFive) {
+              uint8_t& h = q[256 + 4 * r + jj];
+              h = static_cast<uint8_t>((i == 0 ? 0 : h) | (bit4(j, 4 * i + jj) << i) |
+                                       (bit4(j, 16 + 4 * i + jj) << (4 + i)));
+            }
+          }
         uint8_t sc, mn;
         ref::get_scale_min_k4(j, blk.scales, &sc, &mn);
         m[64 + 16 * j + r] = sc;
@@ -119,8 +152,12 @@ bool packable(WKind kind) {
     case WKind::kF16:
     case WKind::kBF16:
     case WKind::kQ4_0:
+    case WKind::kQ4_1:
+    case WKind::kQ5_0:
+    case WKind::kQ5_1:
     case WKind::kQ8_0:
     case WKind::kQ4_K:
+    case WKind::kQ5_K:
     case WKind::kQ6_K:
       return true;
     default:
@@ -132,8 +169,12 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
   const auto nb = static_cast<size_t>(n_in / 32);
   switch (kind) {
     case WKind::kQ4_0: return nb * (kQ4Bytes + kScaleBytes);
+    case WKind::kQ4_1: return nb * (kQ4Bytes + 2 * kScaleBytes);
+    case WKind::kQ5_0: return nb * (kQ4Bytes + 64 + kScaleBytes);
+    case WKind::kQ5_1: return nb * (kQ4Bytes + 64 + 2 * kScaleBytes);
     case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
     case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
+    case WKind::kQ5_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + 8 * 64 + kPackQ4KMeta);
     case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
     case WKind::kF32:
     case WKind::kF16:
@@ -152,9 +193,13 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
     for (int r = 0; r < kPackRows; ++r) rows[r] = w + (g * kPackRows + r) * row_bytes;
     uint8_t* dst = out + (g - g0) * gb;
     switch (kind) {
-      case WKind::kQ4_0: pack_group_q4_0(rows, n_in / 32, dst); break;
+      case WKind::kQ4_0: pack_group_legacy<ref::BlockQ4_0, false, false>(rows, n_in / 32, dst); break;
+      case WKind::kQ4_1: pack_group_legacy<ref::BlockQ4_1, false, true>(rows, n_in / 32, dst); break;
+      case WKind::kQ5_0: pack_group_legacy<ref::BlockQ5_0, true, false>(rows, n_in / 32, dst); break;
+      case WKind::kQ5_1: pack_group_legacy<ref::BlockQ5_1, true, true>(rows, n_in / 32, dst); break;
       case WKind::kQ8_0: pack_group_q8_0(rows, n_in / 32, dst); break;
-      case WKind::kQ4_K: pack_group_q4_k(rows, n_in / 256, dst); break;
+      case WKind::kQ4_K: pack_group_k45<ref::BlockQ4_K>(rows, n_in / 256, dst); break;
+      case WKind::kQ5_K: pack_group_k45<ref::BlockQ5_K>(rows, n_in / 256, dst); break;
       case WKind::kQ6_K: pack_group_q6_k(rows, n_in / 256, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }

@@ -9,6 +9,10 @@
 //   Q4_0: quants [nb][4][16 rows][4 bytes], byte j of row r in vector i holds
 //         element 4i+j (low nibble) and 16+4i+j (high nibble) of the block;
 //         then scales [nb][16] f16.                      (18 bytes/row/block)
+//   Q4_1: as Q4_0, then mins [nb][16] f16.
+//   Q5_0 / Q5_1: as Q4_0 / Q4_1 with a bit-4 plane after each block's 4
+//         nibble vectors ([16 rows][4], bit i of byte j = element 4i+j, bit
+//         4+i = element 16+4i+j).
 //   Q8_0: quants [nb][8][16 rows][4 bytes] as q + 128 (u8), vector s holds
 //         elements 4s..4s+3; then scales [nb][16] f16.   (34 bytes/row/block)
 //   Q4_K: quants [nsb][8 sub-blocks], each sub-block laid out like a Q4_0
@@ -16,6 +20,8 @@
 //         f16, dmin[16] f16, scales [8][16] u8 and mins [4 pairs][16 rows]
 //         [2] u8 (sub-blocks 2p, 2p+1 adjacent), the 6-bit values
 //         unpacked.                                     (148 bytes/row/256)
+//   Q5_K: as Q4_K with each sub-block's nibbles followed by its bit-4 plane
+//         (as Q5_0).                                    (180 bytes/row/256)
 //   Q6_K: three regions, each [nsb] super-blocks long: low nibbles [8
 //         sub-blocks][4][16 rows][4] as in Q4_0 (2048 bytes), high 2 bits
 //         [8][2][16 rows][4] (vector 0 for elements 0..15 of the sub-block,

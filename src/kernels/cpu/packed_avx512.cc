@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <utility>
 #include <cstring>
 
@@ -30,23 +31,38 @@ inline __m512i bcast32(const int8_t* p) {
 // 4i..4i+3, high nibbles = 16+4i..16+4i+3. Weights are u8 0..15, so the
 // block dot is sum(q * x) - 8 * sum(x): the int accumulator starts at
 // -8 * sum(x) and ends exact.
-struct PQ4_0 {
-  static constexpr int kQBytes = 256;
-  static constexpr int kOffset = -8;
+// Q4_1 (kMin): offset 0 and the m * dx * sum(x) term per block. Q5_0 /
+// Q5_1 (kFive): bit 4 of each element from the plane after the nibbles.
+template <int kOff, bool kMinTerm, bool kFiveBit>
+struct PNib {
+  static constexpr int kQBytes = 256 + (kFiveBit ? 64 : 0);
+  static constexpr int kOffset = kOff;
+  static constexpr bool kMin = kMinTerm;
   static void step(const uint8_t* q, int i, __m512i& w0, __m512i& w1) {
     const __m512i raw = _mm512_loadu_si512(q + 64 * i);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     w0 = _mm512_and_si512(raw, m4);
     w1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    if constexpr (kFiveBit) {
+      const __m512i hb = _mm512_loadu_si512(q + 256);
+      const __m512i b4 = _mm512_set1_epi8(0x10);
+      w0 = _mm512_or_si512(w0, _mm512_and_si512(_mm512_slli_epi16(hb, 4 - i), b4));
+      w1 = _mm512_or_si512(w1, _mm512_and_si512(_mm512_srli_epi16(hb, i), b4));
+    }
   }
   static constexpr int off0(int i) { return 4 * i; }
   static constexpr int off1(int i) { return 16 + 4 * i; }
 };
+using PQ4_0 = PNib<-8, false, false>;
+using PQ4_1 = PNib<0, true, false>;
+using PQ5_0 = PNib<-16, false, true>;
+using PQ5_1 = PNib<0, true, true>;
 
 // Q8_0: stored as q + 128 (u8), offset -128 * sum(x); vectors 2i, 2i+1.
 struct PQ8_0 {
   static constexpr int kQBytes = 512;
   static constexpr int kOffset = -128;
+  static constexpr bool kMin = false;
   static void step(const uint8_t* q, int i, __m512i& w0, __m512i& w1) {
     w0 = _mm512_loadu_si512(q + 128 * i);
     w1 = _mm512_loadu_si512(q + 128 * i + 64);
@@ -67,10 +83,12 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
   const int8_t* x[T];
   const float* xd[T];
   const int32_t* xs[T];
+  const float* xsf[T];  // dx * sum(q) (for the min term)
   for (int t = 0; t < T; ++t) {
     x[t] = a.act.qs + (t0 + t) * a.n_in;
     xd[t] = a.act.d + (t0 + t) * nb;
     xs[t] = a.act.qsum + (t0 + t) * nb;
+    xsf[t] = a.act.s + (t0 + t) * nb;
   }
   __m512 acc[RG][T];
   for (int r = 0; r < RG; ++r)
@@ -78,7 +96,7 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int64_t b = 0; b < nb; ++b) {
     __m512i is[RG][T];
     for (int t = 0; t < T; ++t) {
-      const __m512i init = _mm512_set1_epi32(P::kOffset * xs[t][b]);
+      const __m512i init = _mm512_set1_epi32(P::kOffset * xs[t][b]);  // zero when kOffset is
       for (int r = 0; r < RG; ++r) is[r][t] = init;
     }
     for (int i = 0; i < 4; ++i) {
@@ -101,6 +119,13 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
       for (int r = 0; r < RG; ++r)
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(dw[r], dx), acc[r][t]);
     }
+    if constexpr (P::kMin) {
+      for (int r = 0; r < RG; ++r) {
+        const __m512 mv = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[r] + nb * 32 + 32 * b)));
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xsf[t][b]), acc[r][t]);
+      }
+    }
   }
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
@@ -109,14 +134,16 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
 // zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
 // sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
-template <int RG, int T>
-void tile_q4_k(const MatmulArgs& a, int64_t g, int64_t t0) {
+template <bool kFive, int RG, int T>
+void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
+  using P = std::conditional_t<kFive, PQ5_0, PQ4_0>;  // the sub-block quant layout
+  constexpr int kSub = P::kQBytes;
   const int64_t nsb = a.n_in / 256;
   const uint8_t* q[RG];
   const uint8_t* meta[RG];
   for (int r = 0; r < RG; ++r) {
     q[r] = a.wp + (g + r) * a.group_bytes;
-    meta[r] = q[r] + nsb * kPackQ4KQuants;
+    meta[r] = q[r] + nsb * 8 * kSub;
   }
   const int8_t* x[T];
   const float* xd[T];
@@ -139,7 +166,7 @@ void tile_q4_k(const MatmulArgs& a, int64_t g, int64_t t0) {
         for (int t = 0; t < T; ++t) is[r][t] = _mm512_setzero_si512();
       for (int i = 0; i < 4; ++i) {
         __m512i w0[RG], w1[RG];
-        for (int r = 0; r < RG; ++r) PQ4_0::step(q[r] + b * kPackQ4KQuants + j * 256, i, w0[r], w1[r]);
+        for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * kSub, i, w0[r], w1[r]);
         for (int t = 0; t < T; ++t) {
           const __m512i xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
           const __m512i xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
@@ -356,7 +383,11 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 
 template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
 template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q4_k<RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ4_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_1, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ5_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ5_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_1, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<false, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ5_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<true, RG, T>(a, g, t); } };
 template <int RG, int T> struct KQ6_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); } };
 template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
 template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
@@ -368,7 +399,11 @@ void use_packed512(IsaKernels& k) {
   auto set = [&](WKind kind, RowsFn fn) { k.packed[static_cast<int>(kind)] = fn; };
   set(WKind::kQ4_0, packed_rows<KQ4_0, 3, 3, 4>);
   set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 4, 4>);
+  set(WKind::kQ4_1, packed_rows<KQ4_1, 2, 4, 4>);
+  set(WKind::kQ5_0, packed_rows<KQ5_0, 2, 4, 4>);
+  set(WKind::kQ5_1, packed_rows<KQ5_1, 2, 4, 4>);
   set(WKind::kQ4_K, packed_rows<KQ4_K, 2, 4, 4>);
+  set(WKind::kQ5_K, packed_rows<KQ5_K, 2, 4, 4>);
   set(WKind::kQ6_K, packed_rows<KQ6_K, 2, 4, 4>);
   set(WKind::kF32, packed_rows<KF32, 3, 8, 8>);
   set(WKind::kF16, packed_rows<KF16, 3, 8, 8>);
