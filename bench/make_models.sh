@@ -8,6 +8,6 @@ mkdir -p "$out"
 for d in q4_0 q8_0 f16 q4_k; do
   [ -f "$out/tl-$d.gguf" ] || "$bin" make-model --preset tinyllama-1.1b --dtype $d -o "$out/tl-$d.gguf"
 done
-for d in q8_0 f16; do
+for d in q8_0 f16 q4_0 q4_k; do
   [ -f "$out/m110-$d.gguf" ] || "$bin" make-model --preset 110m --dtype $d -o "$out/m110-$d.gguf"
 done

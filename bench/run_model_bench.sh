@@ -5,7 +5,7 @@ set -euo pipefail
 bin=${1:-build/pagoda}
 t=${2:-2}
 out=${MODELS:-/tmp/pagoda-bench}
-for m in tl-q4_0 tl-q8_0 tl-f16 tl-q4_k m110-q8_0 m110-f16; do
+for m in tl-q4_0 tl-q8_0 tl-f16 tl-q4_k m110-q4_0 m110-q8_0 m110-f16 m110-q4_k; do
   "$bin" bench model -m "$out/$m.gguf" -p 512 -n 128 -r ${REPS:-3} -t "$t" --json |
     python3 -c "import json,sys; r=json.load(sys.stdin); print('$m', ' '.join(f\"{x['test']}={x['avg_ts']:.1f}±{x['stddev_ts']:.1f}\" for x in r), f\"size={r[0]['model_size']/2**20:.0f}MiB\")"
 done
