@@ -39,15 +39,31 @@ Weights make_weights(DType t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
   return w;
 }
 
+// The ISAs with packed kernels that this host runs.
+std::vector<cpu::Isa> packed_isas() {
+  std::vector<cpu::Isa> r;
+  for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512})
+    if (cpu::isa_supported(isa)) r.push_back(isa);
+  return r;
+}
+
+// Runs each test body once per packed ISA (packing and both matmuls on it).
 class PackedMatmul : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this host";
+    if (packed_isas().empty()) GTEST_SKIP() << "no AVX2 / AVX-512 on this host";
     saved_ = cpu::active_isa();
-    cpu::set_active_isa(cpu::Isa::kAvx512);
   }
   void TearDown() override {
-    if (cpu::isa_supported(cpu::Isa::kAvx512)) cpu::set_active_isa(saved_);
+    if (!packed_isas().empty()) cpu::set_active_isa(saved_);
+  }
+  template <class Fn>
+  void for_each_isa(Fn fn) {
+    for (cpu::Isa isa : packed_isas()) {
+      SCOPED_TRACE(std::string("isa ") + std::string(cpu::isa_name(isa)));
+      cpu::set_active_isa(isa);
+      fn();
+    }
   }
   cpu::Isa saved_ = cpu::Isa::kScalar;
 };
@@ -60,8 +76,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_LE(std::fabs(got[i] - want[i]), 2e-5f * scale[i] + 1e-6f) << what << " at " << i;
 }
 
-TEST_P(PackedMatmul, MatchesRowKernels) {
-  const DType t = GetParam();
+void matches_row_kernels(DType t) {
   const int64_t block = dtype_block_size(t);
   const bool quant = block > 1;
   std::mt19937 rng(5);
@@ -103,8 +118,7 @@ TEST_P(PackedMatmul, MatchesRowKernels) {
 }
 
 // Only the first packed_rows rows come from the packed copy.
-TEST_P(PackedMatmul, PartialPackedRows) {
-  const DType t = GetParam();
+void partial_packed_rows(DType t) {
   const int64_t n_in = dtype_block_size(t) == 256 ? 256 : 64, n_out = 64;
   std::mt19937 rng(9);
   Weights w = make_weights(t, n_in, n_out, rng);
@@ -123,8 +137,7 @@ TEST_P(PackedMatmul, PartialPackedRows) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3f * (1 + std::fabs(want[i])));
 }
 
-TEST_P(PackedMatmul, FusedUnalignedOffsets) {
-  const DType t = GetParam();
+void fused_unaligned_offsets(DType t) {
   const int64_t n_in = dtype_block_size(t) == 256 ? 512 : 96;
   const int64_t n_outs[] = {37, 20, 48};
   std::mt19937 rng(11);
@@ -155,6 +168,10 @@ TEST_P(PackedMatmul, FusedUnalignedOffsets) {
         EXPECT_NEAR(got[i][j], want[i][j], 1e-3f * (1 + std::fabs(want[i][j]))) << i << " " << j;
   }
 }
+
+TEST_P(PackedMatmul, MatchesRowKernels) { for_each_isa([&] { matches_row_kernels(GetParam()); }); }
+TEST_P(PackedMatmul, PartialPackedRows) { for_each_isa([&] { partial_packed_rows(GetParam()); }); }
+TEST_P(PackedMatmul, FusedUnalignedOffsets) { for_each_isa([&] { fused_unaligned_offsets(GetParam()); }); }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,

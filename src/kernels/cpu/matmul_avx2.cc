@@ -15,6 +15,7 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/packed_kernels.h"
 #include "kernels/ref/blocks.h"
 
 namespace pagoda::kernels::cpu {
@@ -28,7 +29,11 @@ namespace {
 }  // namespace
 
 const IsaKernels& kernels_avx2() {
-  static const IsaKernels k = make_isa_table();
+  static const IsaKernels k = [] {
+    IsaKernels t = make_isa_table();
+    use_packed_avx2(t);
+    return t;
+  }();
   return k;
 }
 

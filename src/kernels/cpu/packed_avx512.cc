@@ -1,9 +1,7 @@
-// AVX-512 kernels over the row-interleaved layouts of cpu/pack.h. One zmm
-// holds 4 inputs of 16 rows; a broadcast activation dword (or float) feeds
-// all 16 rows in one vpdpbusd (or FMA), so a register tile of RG groups x T
-// tokens reuses every weight vector T times and every activation RG times.
-// Outputs of 16 rows are stored as one vector. Built with the AVX-512 flags
-// (top-level CMakeLists.txt); only reached when isa_supported(kAvx512).
+// AVX-512 variant of the packed-layout kernels (cpu/packed_tiles_inl.h):
+// one zmm is a group of 16 rows, vpdpbusd / vpdpwssd for the integer dots.
+// Built with the AVX-512 flags (top-level CMakeLists.txt); only reached
+// when isa_supported(kAvx512).
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -21,377 +19,52 @@
 namespace pagoda::kernels::cpu {
 namespace {
 
-inline __m512i bcast32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-// Q4_0: vector i of a block gives two k-steps: low nibbles = elements
-// 4i..4i+3, high nibbles = 16+4i..16+4i+3. Weights are u8 0..15, so the
-// block dot is sum(q * x) - 8 * sum(x): the int accumulator starts at
-// -8 * sum(x) and ends exact.
-// Q4_1 (kMin): offset 0 and the m * dx * sum(x) term per block. Q5_0 /
-// Q5_1 (kFive): bit 4 of each element from the plane after the nibbles.
-template <int kOff, bool kMinTerm, bool kFiveBit>
-struct PNib {
-  static constexpr int kQBytes = 256 + (kFiveBit ? 64 : 0);
-  static constexpr int kOffset = kOff;
-  static constexpr bool kMin = kMinTerm;
-  static void step(const uint8_t* q, int i, __m512i& w0, __m512i& w1) {
-    const __m512i raw = _mm512_loadu_si512(q + 64 * i);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    w0 = _mm512_and_si512(raw, m4);
-    w1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-    if constexpr (kFiveBit) {
-      const __m512i hb = _mm512_loadu_si512(q + 256);
-      const __m512i b4 = _mm512_set1_epi8(0x10);
-      w0 = _mm512_or_si512(w0, _mm512_and_si512(_mm512_slli_epi16(hb, 4 - i), b4));
-      w1 = _mm512_or_si512(w1, _mm512_and_si512(_mm512_srli_epi16(hb, i), b4));
-    }
+struct V {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int kQ8Offset = -128;
+  static I load_i(const void* p) { return _mm512_loadu_si512(p); }
+  static I set1_i8(char v) { return _mm512_set1_epi8(v); }
+  static I set1_i32(int32_t v) { return _mm512_set1_epi32(v); }
+  static I zero_i() { return _mm512_setzero_si512(); }
+  static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_i(I a, I b) { return _mm512_or_si512(a, b); }
+  static I srli16(I a, int n) { return _mm512_srli_epi16(a, n); }
+  static I slli16(I a, int n) { return _mm512_slli_epi16(a, n); }
+  static I dot_u8s8(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
+  static I dot_q8(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
+  static I dot_s16(I acc, I w, I x) { return _mm512_dpwssd_epi32(acc, w, x); }
+  static I u8x32_to_i16(const uint8_t* p) {
+    return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
-  static constexpr int off0(int i) { return 4 * i; }
-  static constexpr int off1(int i) { return 16 + 4 * i; }
-};
-using PQ4_0 = PNib<-8, false, false>;
-using PQ4_1 = PNib<0, true, false>;
-using PQ5_0 = PNib<-16, false, true>;
-using PQ5_1 = PNib<0, true, true>;
-
-// Q8_0: stored as q + 128 (u8), offset -128 * sum(x); vectors 2i, 2i+1.
-struct PQ8_0 {
-  static constexpr int kQBytes = 512;
-  static constexpr int kOffset = -128;
-  static constexpr bool kMin = false;
-  static void step(const uint8_t* q, int i, __m512i& w0, __m512i& w1) {
-    w0 = _mm512_loadu_si512(q + 128 * i);
-    w1 = _mm512_loadu_si512(q + 128 * i + 64);
+  static F u8x16_to_f(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
-  static constexpr int off0(int i) { return 8 * i; }
-  static constexpr int off1(int i) { return 8 * i + 4; }
-};
-
-template <class P, int RG, int T>
-void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
-  const int64_t nb = a.n_in / 32;
-  const uint8_t* q[RG];
-  const uint8_t* sc[RG];
-  for (int r = 0; r < RG; ++r) {
-    q[r] = a.wp + (g + r) * a.group_bytes;
-    sc[r] = q[r] + nb * P::kQBytes;
+  static F i8x16_to_f(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
-  const int8_t* x[T];
-  const float* xd[T];
-  const int32_t* xs[T];
-  const float* xsf[T];  // dx * sum(q) (for the min term)
-  for (int t = 0; t < T; ++t) {
-    x[t] = a.act.qs + (t0 + t) * a.n_in;
-    xd[t] = a.act.d + (t0 + t) * nb;
-    xs[t] = a.act.qsum + (t0 + t) * nb;
-    xsf[t] = a.act.s + (t0 + t) * nb;
-  }
-  __m512 acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m512i is[RG][T];
-    for (int t = 0; t < T; ++t) {
-      const __m512i init = _mm512_set1_epi32(P::kOffset * xs[t][b]);  // zero when kOffset is
-      for (int r = 0; r < RG; ++r) is[r][t] = init;
-    }
-    for (int i = 0; i < 4; ++i) {
-      __m512i w0[RG], w1[RG];
-      for (int r = 0; r < RG; ++r) P::step(q[r] + b * P::kQBytes, i, w0[r], w1[r]);
-      for (int t = 0; t < T; ++t) {
-        const __m512i xa = bcast32(x[t] + 32 * b + P::off0(i));
-        const __m512i xb = bcast32(x[t] + 32 * b + P::off1(i));
-        for (int r = 0; r < RG; ++r) {
-          is[r][t] = _mm512_dpbusd_epi32(is[r][t], w0[r], xa);
-          is[r][t] = _mm512_dpbusd_epi32(is[r][t], w1[r], xb);
-        }
-      }
-    }
-    __m512 dw[RG];
-    for (int r = 0; r < RG; ++r)
-      dw[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[r] + 32 * b)));
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(xd[t][b]);
-      for (int r = 0; r < RG; ++r)
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(dw[r], dx), acc[r][t]);
-    }
-    if constexpr (P::kMin) {
-      for (int r = 0; r < RG; ++r) {
-        const __m512 mv = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[r] + nb * 32 + 32 * b)));
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xsf[t][b]), acc[r][t]);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
-}
-
-// Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
-// zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
-// sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
-template <bool kFive, int RG, int T>
-void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
-  using P = std::conditional_t<kFive, PQ5_0, PQ4_0>;  // the sub-block quant layout
-  constexpr int kSub = P::kQBytes;
-  const int64_t nsb = a.n_in / 256;
-  const uint8_t* q[RG];
-  const uint8_t* meta[RG];
-  for (int r = 0; r < RG; ++r) {
-    q[r] = a.wp + (g + r) * a.group_bytes;
-    meta[r] = q[r] + nsb * 8 * kSub;
-  }
-  const int8_t* x[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = a.act.qs + (t0 + t) * a.n_in;
-    xd[t] = a.act.d + (t0 + t) * nsb;
-    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-  }
-  __m512 acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nsb; ++b) {
-    __m512 dv[RG];
-    for (int r = 0; r < RG; ++r)
-      dv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ4KMeta)));
-    for (int j = 0; j < 8; ++j) {
-      __m512i is[RG][T];
-      for (int r = 0; r < RG; ++r)
-        for (int t = 0; t < T; ++t) is[r][t] = _mm512_setzero_si512();
-      for (int i = 0; i < 4; ++i) {
-        __m512i w0[RG], w1[RG];
-        for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * kSub, i, w0[r], w1[r]);
-        for (int t = 0; t < T; ++t) {
-          const __m512i xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
-          const __m512i xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
-          for (int r = 0; r < RG; ++r) {
-            is[r][t] = _mm512_dpbusd_epi32(is[r][t], w0[r], xa);
-            is[r][t] = _mm512_dpbusd_epi32(is[r][t], w1[r], xb);
-          }
-        }
-      }
-      __m512 sc[RG];
-      for (int r = 0; r < RG; ++r) {
-        const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta[r] + b * kPackQ4KMeta + 64 + 16 * j));
-        sc[r] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)), dv[r]);
-      }
-      for (int t = 0; t < T; ++t) {
-        const __m512 dx = _mm512_set1_ps(xd[t][b]);
-        for (int r = 0; r < RG; ++r)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(sc[r], dx), acc[r][t]);
-      }
-    }
-    __m512i ms[RG][T];
-    for (int r = 0; r < RG; ++r)
-      for (int t = 0; t < T; ++t) ms[r][t] = _mm512_setzero_si512();
-    for (int p = 0; p < 4; ++p) {
-      __m512i mv[RG];
-      for (int r = 0; r < RG; ++r)
-        mv[r] = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ4KMeta + 192 + 32 * p)));
-      for (int t = 0; t < T; ++t) {
-        const int16_t* s = bs[t] + 16 * b + 4 * p;
-        const auto lo = static_cast<uint16_t>(s[0] + s[1]);
-        const auto hi = static_cast<uint16_t>(s[2] + s[3]);
-        const __m512i pair = _mm512_set1_epi32(static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16)));
-        for (int r = 0; r < RG; ++r) ms[r][t] = _mm512_dpwssd_epi32(ms[r][t], mv[r], pair);
-      }
-    }
-    for (int r = 0; r < RG; ++r) {
-      const __m512 dmin = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ4KMeta + 32)));
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms[r][t]), _mm512_mul_ps(dmin, _mm512_set1_ps(xd[t][b])),
-                                     acc[r][t]);
-    }
-  }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
-}
-
-// The 2-bit high parts of k-step i (0..3) moved to bits 4..5 of each byte.
-template <int I>
-inline __m512i q6_high(__m512i h) {
-  const __m512i m = _mm512_set1_epi8(0x30);
-  if constexpr (I == 0) return _mm512_and_si512(_mm512_slli_epi16(h, 4), m);
-  if constexpr (I == 1) return _mm512_and_si512(_mm512_slli_epi16(h, 2), m);
-  if constexpr (I == 2) return _mm512_and_si512(h, m);
-  return _mm512_and_si512(_mm512_srli_epi16(h, 2), m);
-}
-
-// Q6_K: each 16-element half of a sub-block is 4 k-steps accumulated from
-// -32 * sum(x) (the Q8_K block sums), then scaled by d * sc * dx.
-template <int RG, int T>
-void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
-  const int64_t nsb = a.n_in / 256;
-  const uint8_t* low[RG];
-  const uint8_t* high[RG];
-  const uint8_t* meta[RG];
-  for (int r = 0; r < RG; ++r) {
-    low[r] = a.wp + (g + r) * a.group_bytes;
-    high[r] = low[r] + nsb * kPackQ6KLow;
-    meta[r] = high[r] + nsb * kPackQ6KHigh;
-  }
-  const int8_t* x[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = a.act.qs + (t0 + t) * a.n_in;
-    xd[t] = a.act.d + (t0 + t) * nsb;
-    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-  }
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nsb; ++b) {
-    __m512 dv[RG];
-    for (int r = 0; r < RG; ++r)
-      dv[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta[r] + b * kPackQ6KMeta + 256)));
-    for (int j = 0; j < 8; ++j) {
-      for (int half = 0; half < 2; ++half) {
-        __m512i is[RG][T];
-        for (int t = 0; t < T; ++t) {
-          const __m512i init = _mm512_set1_epi32(-32 * bs[t][16 * b + 2 * j + half]);
-          for (int r = 0; r < RG; ++r) is[r][t] = init;
-        }
-        __m512i h[RG];
-        for (int r = 0; r < RG; ++r)
-          h[r] = _mm512_loadu_si512(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
-        auto step = [&](auto ic) {
-          constexpr int i = decltype(ic)::value;
-          __m512i w[RG];
-          for (int r = 0; r < RG; ++r) {
-            const __m512i raw = _mm512_loadu_si512(low[r] + b * kPackQ6KLow + j * 256 + 64 * i);
-            const __m512i nib = half == 0 ? _mm512_and_si512(raw, m4) : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-            w[r] = _mm512_or_si512(nib, q6_high<i>(h[r]));
-          }
-          for (int t = 0; t < T; ++t) {
-            const __m512i xv = bcast32(x[t] + 256 * b + 32 * j + 16 * half + 4 * i);
-            for (int r = 0; r < RG; ++r) is[r][t] = _mm512_dpbusd_epi32(is[r][t], w[r], xv);
-          }
-        };
-        step(std::integral_constant<int, 0>{});
-        step(std::integral_constant<int, 1>{});
-        step(std::integral_constant<int, 2>{});
-        step(std::integral_constant<int, 3>{});
-        __m512 sc[RG];
-        for (int r = 0; r < RG; ++r) {
-          const __m128i s8 =
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half)));
-          sc[r] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)), dv[r]);
-        }
-        for (int t = 0; t < T; ++t) {
-          const __m512 dx = _mm512_set1_ps(xd[t][b]);
-          for (int r = 0; r < RG; ++r)
-            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_mul_ps(sc[r], dx), acc[r][t]);
-        }
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
-}
-
-struct LdF32 {
-  static constexpr int kBytes = 4;
-  static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
-};
-struct LdF16 {
-  static constexpr int kBytes = 2;
-  static __m512 load(const uint8_t* p) {
+  static F half16_to_f(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
-};
-struct LdBF16 {
-  static constexpr int kBytes = 2;
-  static __m512 load(const uint8_t* p) {
+  static F bf16x16_to_f(const uint8_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  static F load_f(const float* p) { return _mm512_loadu_ps(p); }
+  static F cvt_i_f(I a) { return _mm512_cvtepi32_ps(a); }
+  static F zero_f() { return _mm512_setzero_ps(); }
+  static F set1_f(float v) { return _mm512_set1_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static void store_f(float* p, F a) { _mm512_storeu_ps(p, a); }
 };
+using VI = V::I;
+using VF = V::F;
 
-template <class L, int RG, int T>
-void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
-  const uint8_t* w[RG];
-  for (int r = 0; r < RG; ++r) w[r] = a.wp + (g + r) * a.group_bytes;
-  const float* x[T];
-  for (int t = 0; t < T; ++t) x[t] = a.x + (t0 + t) * a.x_stride;
-  __m512 acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const int64_t n = a.n_in;
-  for (int64_t k = 0; k < n; ++k) {
-    __m512 wv[RG];
-    for (int r = 0; r < RG; ++r) wv[r] = L::load(w[r] + k * 16 * L::kBytes);
-    for (int t = 0; t < T; ++t) {
-      const __m512 xb = _mm512_set1_ps(x[t][k]);
-      for (int r = 0; r < RG; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xb, acc[r][t]);
-    }
-  }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) _mm512_storeu_ps(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
-}
-
-using GroupTile = void (*)(const MatmulArgs&, int64_t g, int64_t t0);
-
-// Tiles [RG groups][1..T tokens] and [1 group][1..T tokens] by token count.
-template <template <int, int> class K, int RG, int T>
-struct TileSet {
-  template <size_t... I>
-  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 0>) {
-    return std::array<GroupTile, T>{&K<RG, static_cast<int>(I) + 1>::run...};
-  }
-  template <size_t... I>
-  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 1>) {
-    return std::array<GroupTile, T>{&K<1, static_cast<int>(I) + 1>::run...};
-  }
-  static constexpr auto full = make(std::make_index_sequence<T>{}, std::integral_constant<int, 0>{});
-  static constexpr auto single = make(std::make_index_sequence<T>{}, std::integral_constant<int, 1>{});
-};
-
-// Decode: RGd groups at a time (independent accumulation chains). Prefill:
-// a chunk of groups sized to stay in L2 is swept by every tile of T tokens.
-template <template <int, int> class K, int RG, int T, int RGd>
-void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
-  const int64_t g0 = r0 / kPackRows, g1 = r1 / kPackRows;
-  if (a.n_tokens == 1) {
-    int64_t g = g0;
-    for (; g + RGd <= g1; g += RGd) K<RGd, 1>::run(a, g, 0);
-    for (; g < g1; ++g) K<1, 1>::run(a, g, 0);
-    return;
-  }
-  using Set = TileSet<K, RG, T>;
-  constexpr int64_t kChunkBytes = 384 * 1024;
-  const int64_t chunk = std::max<int64_t>(RG, kChunkBytes / static_cast<int64_t>(a.group_bytes) / RG * RG);
-  for (int64_t gc = g0; gc < g1; gc += chunk) {
-    const int64_t ge = std::min(g1, gc + chunk);
-    for (int64_t t = 0; t < a.n_tokens; t += T) {
-      const int nt = static_cast<int>(std::min<int64_t>(T, a.n_tokens - t));
-      int64_t g = gc;
-      for (; g + RG <= ge; g += RG) Set::full[nt - 1](a, g, t);
-      for (; g < ge; ++g) Set::single[nt - 1](a, g, t);
-    }
-  }
-}
-
-template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ4_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_1, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ5_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ5_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_1, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<false, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ5_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<true, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ6_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); } };
-template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
-template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
-template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); } };
+// clang-format off
+#include "kernels/cpu/packed_tiles_inl.h"
+// clang-format on
 
 }  // namespace
 

@@ -5,7 +5,8 @@
 
 namespace pagoda::kernels::cpu {
 
-// Fills k.packed for every packable kind (packed_avx512.cc).
+// Fill k.packed for every packable kind (packed_avx512.cc / packed_avx2.cc).
 void use_packed512(IsaKernels& k);
+void use_packed_avx2(IsaKernels& k);
 
 }  // namespace pagoda::kernels::cpu

@@ -1,0 +1,380 @@
+// The kernels over the row-interleaved layouts of cpu/pack.h, written once
+// over a vector-ops struct V that each ISA translation unit defines before
+// textually including this file inside its anonymous namespace:
+//   VI / VF: 16 rows of int32 (4 packed inputs each) / 16 floats;
+//   load_i(p) (64 bytes), set1_i8, set1_i32, zero_i, and_i, or_i,
+//   srli16 / slli16 (16-bit lanes), dot_u8s8(acc, w, x) (sum of 4 u8 x s8
+//   products per lane, w <= 63), dot_q8 and kQ8Offset (Q8_0 stored as
+//   q + 128), dot_s16 (pairs of i16), u8x32_to_i16, u8x16_to_f,
+//   i8x16_to_f, half16_to_f, bf16x16_to_f, load_f, cvt_i_f, zero_f,
+//   set1_f, mul, fmadd, fnmadd, store_f.
+// A broadcast activation dword (or float) feeds all 16 rows of a group at
+// once, so a register tile of RG groups x T tokens reuses every weight
+// vector T times and every activation RG times; outputs of 16 rows are
+// stored as one vector.
+
+inline VI bcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return V::set1_i32(v);
+}
+
+// Q4_0: vector i of a block gives two k-steps: low nibbles = elements
+// 4i..4i+3, high nibbles = 16+4i..16+4i+3. Weights are u8 0..15, so the
+// block dot is sum(q * x) - 8 * sum(x): the int accumulator starts at
+// -8 * sum(x) and ends exact.
+// Q4_1 (kMin): offset 0 and the m * dx * sum(x) term per block. Q5_0 /
+// Q5_1 (kFive): bit 4 of each element from the plane after the nibbles.
+template <int kOff, bool kMinTerm, bool kFiveBit>
+struct PNib {
+  static constexpr int kQBytes = 256 + (kFiveBit ? 64 : 0);
+  static constexpr int kOffset = kOff;
+  static constexpr bool kMin = kMinTerm;
+  static void step(const uint8_t* q, int i, VI& w0, VI& w1) {
+    const VI raw = V::load_i(q + 64 * i);
+    const VI m4 = V::set1_i8(0x0F);
+    w0 = V::and_i(raw, m4);
+    w1 = V::and_i(V::srli16(raw, 4), m4);
+    if constexpr (kFiveBit) {
+      const VI hb = V::load_i(q + 256);
+      const VI b4 = V::set1_i8(0x10);
+      w0 = V::or_i(w0, V::and_i(V::slli16(hb, 4 - i), b4));
+      w1 = V::or_i(w1, V::and_i(V::srli16(hb, i), b4));
+    }
+  }
+  static constexpr int off0(int i) { return 4 * i; }
+  static constexpr int off1(int i) { return 16 + 4 * i; }
+  static VI dot(VI acc, VI w, VI x) { return V::dot_u8s8(acc, w, x); }
+};
+using PQ4_0 = PNib<-8, false, false>;
+using PQ4_1 = PNib<0, true, false>;
+using PQ5_0 = PNib<-16, false, true>;
+using PQ5_1 = PNib<0, true, true>;
+
+// Q8_0: stored as q + 128 (u8); V::dot_q8 either takes it as u8 with an
+// offset of V::kQ8Offset (-128) * sum(x), or restores the sign (offset 0).
+// Vectors 2i, 2i+1.
+struct PQ8_0 {
+  static constexpr int kQBytes = 512;
+  static constexpr int kOffset = V::kQ8Offset;
+  static constexpr bool kMin = false;
+  static void step(const uint8_t* q, int i, VI& w0, VI& w1) {
+    w0 = V::load_i(q + 128 * i);
+    w1 = V::load_i(q + 128 * i + 64);
+  }
+  static constexpr int off0(int i) { return 8 * i; }
+  static constexpr int off1(int i) { return 8 * i + 4; }
+  static VI dot(VI acc, VI w, VI x) { return V::dot_q8(acc, w, x); }
+};
+
+template <class P, int RG, int T>
+void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nb = a.n_in / 32;
+  const uint8_t* q[RG];
+  const uint8_t* sc[RG];
+  for (int r = 0; r < RG; ++r) {
+    q[r] = a.wp + (g + r) * a.group_bytes;
+    sc[r] = q[r] + nb * P::kQBytes;
+  }
+  const int8_t* x[T];
+  const float* xd[T];
+  const int32_t* xs[T];
+  const float* xsf[T];  // dx * sum(q) (for the min term)
+  for (int t = 0; t < T; ++t) {
+    x[t] = a.act.qs + (t0 + t) * a.n_in;
+    xd[t] = a.act.d + (t0 + t) * nb;
+    xs[t] = a.act.qsum + (t0 + t) * nb;
+    xsf[t] = a.act.s + (t0 + t) * nb;
+  }
+  VF acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  for (int64_t b = 0; b < nb; ++b) {
+    VI is[RG][T];
+    for (int t = 0; t < T; ++t) {
+      const VI init = V::set1_i32(P::kOffset * xs[t][b]);  // zero when kOffset is
+      for (int r = 0; r < RG; ++r) is[r][t] = init;
+    }
+    for (int i = 0; i < 4; ++i) {
+      VI w0[RG], w1[RG];
+      for (int r = 0; r < RG; ++r) P::step(q[r] + b * P::kQBytes, i, w0[r], w1[r]);
+      for (int t = 0; t < T; ++t) {
+        const VI xa = bcast32(x[t] + 32 * b + P::off0(i));
+        const VI xb = bcast32(x[t] + 32 * b + P::off1(i));
+        for (int r = 0; r < RG; ++r) {
+          is[r][t] = P::dot(is[r][t], w0[r], xa);
+          is[r][t] = P::dot(is[r][t], w1[r], xb);
+        }
+      }
+    }
+    VF dw[RG];
+    for (int r = 0; r < RG; ++r)
+      dw[r] = V::half16_to_f(sc[r] + 32 * b);
+    for (int t = 0; t < T; ++t) {
+      const VF dx = V::set1_f(xd[t][b]);
+      for (int r = 0; r < RG; ++r)
+        acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(dw[r], dx), acc[r][t]);
+    }
+    if constexpr (P::kMin) {
+      for (int r = 0; r < RG; ++r) {
+        const VF mv = V::half16_to_f(sc[r] + nb * 32 + 32 * b);
+        for (int t = 0; t < T; ++t) acc[r][t] = V::fmadd(mv, V::set1_f(xsf[t][b]), acc[r][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
+// Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
+// zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
+// sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
+template <bool kFive, int RG, int T>
+void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
+  using P = std::conditional_t<kFive, PQ5_0, PQ4_0>;  // the sub-block quant layout
+  constexpr int kSub = P::kQBytes;
+  const int64_t nsb = a.n_in / 256;
+  const uint8_t* q[RG];
+  const uint8_t* meta[RG];
+  for (int r = 0; r < RG; ++r) {
+    q[r] = a.wp + (g + r) * a.group_bytes;
+    meta[r] = q[r] + nsb * 8 * kSub;
+  }
+  const int8_t* x[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = a.act.qs + (t0 + t) * a.n_in;
+    xd[t] = a.act.d + (t0 + t) * nsb;
+    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+  }
+  VF acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  for (int64_t b = 0; b < nsb; ++b) {
+    VF dv[RG];
+    for (int r = 0; r < RG; ++r)
+      dv[r] = V::half16_to_f(meta[r] + b * kPackQ4KMeta);
+    for (int j = 0; j < 8; ++j) {
+      VI is[RG][T];
+      for (int r = 0; r < RG; ++r)
+        for (int t = 0; t < T; ++t) is[r][t] = V::zero_i();
+      for (int i = 0; i < 4; ++i) {
+        VI w0[RG], w1[RG];
+        for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * kSub, i, w0[r], w1[r]);
+        for (int t = 0; t < T; ++t) {
+          const VI xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
+          const VI xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
+          for (int r = 0; r < RG; ++r) {
+            is[r][t] = V::dot_u8s8(is[r][t], w0[r], xa);
+            is[r][t] = V::dot_u8s8(is[r][t], w1[r], xb);
+          }
+        }
+      }
+      VF sc[RG];
+      for (int r = 0; r < RG; ++r) {
+        sc[r] = V::mul(V::u8x16_to_f(meta[r] + b * kPackQ4KMeta + 64 + 16 * j), dv[r]);
+      }
+      for (int t = 0; t < T; ++t) {
+        const VF dx = V::set1_f(xd[t][b]);
+        for (int r = 0; r < RG; ++r)
+          acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(sc[r], dx), acc[r][t]);
+      }
+    }
+    VI ms[RG][T];
+    for (int r = 0; r < RG; ++r)
+      for (int t = 0; t < T; ++t) ms[r][t] = V::zero_i();
+    for (int p = 0; p < 4; ++p) {
+      VI mv[RG];
+      for (int r = 0; r < RG; ++r)
+        mv[r] = V::u8x32_to_i16(meta[r] + b * kPackQ4KMeta + 192 + 32 * p);
+      for (int t = 0; t < T; ++t) {
+        const int16_t* s = bs[t] + 16 * b + 4 * p;
+        const auto lo = static_cast<uint16_t>(s[0] + s[1]);
+        const auto hi = static_cast<uint16_t>(s[2] + s[3]);
+        const VI pair = V::set1_i32(static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16)));
+        for (int r = 0; r < RG; ++r) ms[r][t] = V::dot_s16(ms[r][t], mv[r], pair);
+      }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const VF dmin = V::half16_to_f(meta[r] + b * kPackQ4KMeta + 32);
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fnmadd(V::cvt_i_f(ms[r][t]), V::mul(dmin, V::set1_f(xd[t][b])),
+                                     acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
+// The 2-bit high parts of k-step i (0..3) moved to bits 4..5 of each byte.
+template <int I>
+inline VI q6_high(VI h) {
+  const VI m = V::set1_i8(0x30);
+  if constexpr (I == 0) return V::and_i(V::slli16(h, 4), m);
+  if constexpr (I == 1) return V::and_i(V::slli16(h, 2), m);
+  if constexpr (I == 2) return V::and_i(h, m);
+  return V::and_i(V::srli16(h, 2), m);
+}
+
+// Q6_K: each 16-element half of a sub-block is 4 k-steps accumulated from
+// -32 * sum(x) (the Q8_K block sums), then scaled by d * sc * dx.
+template <int RG, int T>
+void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nsb = a.n_in / 256;
+  const uint8_t* low[RG];
+  const uint8_t* high[RG];
+  const uint8_t* meta[RG];
+  for (int r = 0; r < RG; ++r) {
+    low[r] = a.wp + (g + r) * a.group_bytes;
+    high[r] = low[r] + nsb * kPackQ6KLow;
+    meta[r] = high[r] + nsb * kPackQ6KHigh;
+  }
+  const int8_t* x[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = a.act.qs + (t0 + t) * a.n_in;
+    xd[t] = a.act.d + (t0 + t) * nsb;
+    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+  }
+  const VI m4 = V::set1_i8(0x0F);
+  VF acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  for (int64_t b = 0; b < nsb; ++b) {
+    VF dv[RG];
+    for (int r = 0; r < RG; ++r)
+      dv[r] = V::half16_to_f(meta[r] + b * kPackQ6KMeta + 256);
+    for (int j = 0; j < 8; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        VI is[RG][T];
+        for (int t = 0; t < T; ++t) {
+          const VI init = V::set1_i32(-32 * bs[t][16 * b + 2 * j + half]);
+          for (int r = 0; r < RG; ++r) is[r][t] = init;
+        }
+        VI h[RG];
+        for (int r = 0; r < RG; ++r)
+          h[r] = V::load_i(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
+        auto step = [&](auto ic) {
+          constexpr int i = decltype(ic)::value;
+          VI w[RG];
+          for (int r = 0; r < RG; ++r) {
+            const VI raw = V::load_i(low[r] + b * kPackQ6KLow + j * 256 + 64 * i);
+            const VI nib = half == 0 ? V::and_i(raw, m4) : V::and_i(V::srli16(raw, 4), m4);
+            w[r] = V::or_i(nib, q6_high<i>(h[r]));
+          }
+          for (int t = 0; t < T; ++t) {
+            const VI xv = bcast32(x[t] + 256 * b + 32 * j + 16 * half + 4 * i);
+            for (int r = 0; r < RG; ++r) is[r][t] = V::dot_u8s8(is[r][t], w[r], xv);
+          }
+        };
+        step(std::integral_constant<int, 0>{});
+        step(std::integral_constant<int, 1>{});
+        step(std::integral_constant<int, 2>{});
+        step(std::integral_constant<int, 3>{});
+        VF sc[RG];
+        for (int r = 0; r < RG; ++r) {
+          sc[r] = V::mul(V::i8x16_to_f(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half)), dv[r]);
+        }
+        for (int t = 0; t < T; ++t) {
+          const VF dx = V::set1_f(xd[t][b]);
+          for (int r = 0; r < RG; ++r)
+            acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(sc[r], dx), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
+struct LdF32 {
+  static constexpr int kBytes = 4;
+  static VF load(const uint8_t* p) { return V::load_f(reinterpret_cast<const float*>(p)); }
+};
+struct LdF16 {
+  static constexpr int kBytes = 2;
+  static VF load(const uint8_t* p) { return V::half16_to_f(p); }
+};
+struct LdBF16 {
+  static constexpr int kBytes = 2;
+  static VF load(const uint8_t* p) { return V::bf16x16_to_f(p); }
+};
+
+template <class L, int RG, int T>
+void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const uint8_t* w[RG];
+  for (int r = 0; r < RG; ++r) w[r] = a.wp + (g + r) * a.group_bytes;
+  const float* x[T];
+  for (int t = 0; t < T; ++t) x[t] = a.x + (t0 + t) * a.x_stride;
+  VF acc[RG][T];
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  const int64_t n = a.n_in;
+  for (int64_t k = 0; k < n; ++k) {
+    VF wv[RG];
+    for (int r = 0; r < RG; ++r) wv[r] = L::load(w[r] + k * 16 * L::kBytes);
+    for (int t = 0; t < T; ++t) {
+      const VF xb = V::set1_f(x[t][k]);
+      for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(wv[r], xb, acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+}
+
+using GroupTile = void (*)(const MatmulArgs&, int64_t g, int64_t t0);
+
+// Tiles [RG groups][1..T tokens] and [1 group][1..T tokens] by token count.
+template <template <int, int> class K, int RG, int T>
+struct TileSet {
+  template <size_t... I>
+  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 0>) {
+    return std::array<GroupTile, T>{&K<RG, static_cast<int>(I) + 1>::run...};
+  }
+  template <size_t... I>
+  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 1>) {
+    return std::array<GroupTile, T>{&K<1, static_cast<int>(I) + 1>::run...};
+  }
+  static constexpr auto full = make(std::make_index_sequence<T>{}, std::integral_constant<int, 0>{});
+  static constexpr auto single = make(std::make_index_sequence<T>{}, std::integral_constant<int, 1>{});
+};
+
+// Decode: RGd groups at a time (independent accumulation chains). Prefill:
+// a chunk of groups sized to stay in L2 is swept by every tile of T tokens.
+template <template <int, int> class K, int RG, int T, int RGd>
+void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t g0 = r0 / kPackRows, g1 = r1 / kPackRows;
+  if (a.n_tokens == 1) {
+    int64_t g = g0;
+    for (; g + RGd <= g1; g += RGd) K<RGd, 1>::run(a, g, 0);
+    for (; g < g1; ++g) K<1, 1>::run(a, g, 0);
+    return;
+  }
+  using Set = TileSet<K, RG, T>;
+  constexpr int64_t kChunkBytes = 384 * 1024;
+  const int64_t chunk = std::max<int64_t>(RG, kChunkBytes / static_cast<int64_t>(a.group_bytes) / RG * RG);
+  for (int64_t gc = g0; gc < g1; gc += chunk) {
+    const int64_t ge = std::min(g1, gc + chunk);
+    for (int64_t t = 0; t < a.n_tokens; t += T) {
+      const int nt = static_cast<int>(std::min<int64_t>(T, a.n_tokens - t));
+      int64_t g = gc;
+      for (; g + RG <= ge; g += RG) Set::full[nt - 1](a, g, t);
+      for (; g < ge; ++g) Set::single[nt - 1](a, g, t);
+    }
+  }
+}
+
+template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ4_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_1, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ5_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_0, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ5_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_1, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<false, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ5_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<true, RG, T>(a, g, t); } };
+template <int RG, int T> struct KQ6_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); } };
+template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
+template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
+template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); } };
+
