@@ -126,6 +126,22 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
 }
 
+// Pointers to T tokens' Q8_K activations: int8 values, per-256 scales and
+// per-16 sums.
+template <int T>
+struct QKActs {
+  const int8_t* x[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  QKActs(const MatmulArgs& a, int64_t t0) {
+    for (int t = 0; t < T; ++t) {
+      x[t] = a.act.qs + (t0 + t) * a.n_in;
+      xd[t] = a.act.d + (t0 + t) * (a.n_in / 256);
+      bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+    }
+  }
+};
+
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
 // zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
 // sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
@@ -140,14 +156,10 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
     q[r] = a.wp + (g + r) * a.group_bytes;
     meta[r] = q[r] + nsb * 8 * kSub;
   }
-  const int8_t* x[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = a.act.qs + (t0 + t) * a.n_in;
-    xd[t] = a.act.d + (t0 + t) * nsb;
-    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-  }
+  const QKActs<T> acts(a, t0);
+  const int8_t* const* x = acts.x;
+  const float* const* xd = acts.xd;
+  const int16_t* const* bs = acts.bs;
   VF acc[RG][T];
   for (int r = 0; r < RG; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
@@ -230,14 +242,10 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
     high[r] = low[r] + nsb * kPackQ6KLow;
     meta[r] = high[r] + nsb * kPackQ6KHigh;
   }
-  const int8_t* x[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = a.act.qs + (t0 + t) * a.n_in;
-    xd[t] = a.act.d + (t0 + t) * nsb;
-    bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-  }
+  const QKActs<T> acts(a, t0);
+  const int8_t* const* x = acts.x;
+  const float* const* xd = acts.xd;
+  const int16_t* const* bs = acts.bs;
   const VI m4 = V::set1_i8(0x0F);
   VF acc[RG][T];
   for (int r = 0; r < RG; ++r)
