@@ -1,6 +1,8 @@
 // Activation quantizers (shared by every ISA) and the kernel-table lookup.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "core/check.h"
 #include "kernels/cpu/kernel_table.h"
@@ -17,8 +19,17 @@ inline int round_small(float v) {
 
 // Quantizes one block of n to int8 with scale max|x|/127; returns d.
 float quantize_block(const float* x, int n, int8_t* q) {
-  float amax = 0;
-  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  // max |x| as the max of the sign-cleared bit patterns (monotonic for
+  // non-NaN floats): an unsigned max reduction the compiler vectorizes.
+  uint32_t max_bits = 0;
+  for (int i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, &x[i], 4);
+    b &= 0x7fffffffu;
+    max_bits = b > max_bits ? b : max_bits;
+  }
+  float amax;
+  std::memcpy(&amax, &max_bits, 4);
   const float d = amax / 127.0f;
   const float id = d > 0 ? 127.0f / amax : 0.0f;
   for (int i = 0; i < n; ++i) {
