@@ -3,11 +3,17 @@
 // layout and (where the ISA has packed kernels, kernels/packed.h) the
 // load-time repacked layout ("-packed" names), on the ISA path matmul() picks (PAGODA_ISA overrides) and PAGODA_BENCH_THREADS
 // threads (default 2). Reports weight GB/s (bytes of W read per call / time)
-// and GFLOP/s (2 * n_in * n_out * n_tokens / time).
+// and GFLOP/s (2 * n_in * n_out * n_tokens / time), and both as fractions
+// of this machine's limits probed once at start-up with the same thread
+// count (bench/machine_probe.h): "of_bw" = GB/s over the read bandwidth,
+// "of_peak" = GFLOP/s over the int8 VNNI peak (integer kernels) or the f32
+// FMA peak (F32/F16/BF16). (Google Benchmark prints rates with a "/s"
+// suffix; these two are plain fractions.)
 //
 //   build-fast/kernels_bench --benchmark_filter='q4_0/2048x5632'
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -19,6 +25,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kernels/ref/quant_ref.h"
+#include "machine_probe.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -31,6 +38,23 @@ int bench_threads() {
 ThreadPool& pool() {
   static ThreadPool p(bench_threads());
   return p;
+}
+
+struct Limits {
+  double read_gbs = 0, fma_gflops = 0, vnni_gops = 0;
+};
+
+const Limits& limits() {
+  static const Limits l = [] {
+    Limits r;
+    r.read_gbs = bench::probe_read_gbs(bench_threads(), 256);
+    r.fma_gflops = bench::probe_fma_gflops(bench_threads(), 5'000'000);
+    r.vnni_gops = bench::probe_vnni_gops(bench_threads(), 5'000'000);
+    std::fprintf(stderr, "machine: read %.1f GB/s, f32 FMA %.1f GFLOP/s, int8 VNNI %.1f GOP/s (%d threads)\n",
+                 r.read_gbs, r.fma_gflops, r.vnni_gops, bench_threads());
+    return r;
+  }();
+  return l;
 }
 
 struct Matrix {
@@ -77,10 +101,18 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out,
   }
   const double bytes = static_cast<double>(m->view.row_bytes()) * n_out;
   const double flops = 2.0 * n_in * n_out * n_tokens;
+  const Limits& lim = limits();
+  const bool is_float = type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+  const double peak = is_float ? lim.fma_gflops : lim.vnni_gops;
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(n_tokens),
                                                benchmark::Counter::kIsIterationInvariantRate);
+  if (lim.read_gbs > 0)
+    state.counters["of_bw"] =
+        benchmark::Counter(bytes / 1e9 / lim.read_gbs, benchmark::Counter::kIsIterationInvariantRate);
+  if (peak > 0)
+    state.counters["of_peak"] = benchmark::Counter(flops / 1e9 / peak, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + " t=" + std::to_string(bench_threads()));
 }
 
