@@ -32,4 +32,12 @@ std::string default_model_path() {
   return rel;
 }
 
+void add_kv_dtype_option(CLI::App& app, std::string* name) {
+  app.add_option("--kv-cache-dtype", *name, "KV cache element type (f16: half the memory)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
+}
+
+DType kv_dtype(const std::string& name) { return name == "f16" ? DType::kF16 : DType::kF32; }
+
 }  // namespace pagoda::cli

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "core/dtype.h"
+
 namespace pagoda::cli {
 
 // Parses argv; on error or --help prints and returns the exit code to use
@@ -13,5 +15,9 @@ int parse_or_exit(CLI::App& app, int argc, char** argv);
 
 // models/pagoda-small.gguf next to the binary's source tree or the cwd.
 std::string default_model_path();
+
+// --kv-cache-dtype f32|f16 (default f32) into *name; kv_dtype(name) maps it.
+void add_kv_dtype_option(CLI::App& app, std::string* name);
+DType kv_dtype(const std::string& name);
 
 }  // namespace pagoda::cli

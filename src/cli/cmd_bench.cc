@@ -63,10 +63,13 @@ int bench_model(int argc, char** argv) {
   app.add_option("-r,--repetitions", reps, "repetitions")->check(CLI::Range(1, 1000));
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", json, "print JSON (llama-bench field names)");
+  std::string kv_type = "f32";
+  add_kv_dtype_option(app, &kv_type);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   EngineConfig cfg;
   cfg.num_threads = threads;
+  cfg.kv_cache_dtype = kv_dtype(kv_type);
   cfg.sched.max_num_batched_tokens = std::max(n_prompt, 512);
   cfg.max_model_len = std::max(n_prompt, n_gen) + 8;
   auto probe = Engine::create(model, EngineConfig{});
@@ -77,7 +80,7 @@ int bench_model(int argc, char** argv) {
   const ModelConfig mc = (*probe)->model_config();
   probe->reset();
   cfg.kv_cache_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.n_layer, cfg.block_size, mc.n_head_kv,
-                                                                       mc.head_dim)) *
+                                                                       mc.head_dim, cfg.kv_cache_dtype)) *
                        ((cfg.max_model_len + cfg.block_size - 1) / cfg.block_size + 1);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
@@ -136,6 +139,8 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--max-batched-tokens", max_batched, "token budget per step")->check(CLI::Range(1, 1 << 20));
   app.add_option("--block-size", block_size, "KV block size in tokens")->check(CLI::Range(1, 1024));
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
+  std::string kv_type = "f32";
+  add_kv_dtype_option(app, &kv_type);
   app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
@@ -146,6 +151,7 @@ int bench_throughput(int argc, char** argv) {
   EngineConfig cfg;
   cfg.num_threads = threads;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
+  cfg.kv_cache_dtype = kv_dtype(kv_type);
   cfg.swap_space_bytes = preempt == "swap" ? cfg.kv_cache_bytes : 0;
   cfg.block_size = block_size;
   cfg.sched.max_num_seqs = max_seqs;

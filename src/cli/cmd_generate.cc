@@ -28,6 +28,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", ctx, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
+  std::string kv_type = "f32";
+  add_kv_dtype_option(app, &kv_type);
   app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
   app.add_option("--top-p", sp.top_p, "top-p");
@@ -44,6 +46,7 @@ int cmd_generate(int argc, char** argv) {
   cfg.num_threads = threads;
   cfg.max_model_len = ctx;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
+  cfg.kv_cache_dtype = kv_dtype(kv_type);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
     std::fprintf(stderr, "pagoda generate: error: %s\n", engine.status().message().c_str());

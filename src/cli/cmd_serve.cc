@@ -47,6 +47,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--chat-template", template_file, "Jinja chat template file (overrides the model's)");
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7))
       ->capture_default_str();
+  std::string kv_type = "f32";
+  add_kv_dtype_option(app, &kv_type);
   app.add_option("--swap-space", swap_mib, "host swap space for preempted KV in MiB")->check(CLI::Range(0.0, 1e7));
   app.add_option("--block-size", block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--max-num-seqs", sched.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 1 << 20))
@@ -94,6 +96,7 @@ int cmd_serve(int argc, char** argv) {
   cfg.max_model_len = ctx;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.swap_space_bytes = static_cast<int64_t>(swap_mib * 1024 * 1024);
+  cfg.kv_cache_dtype = kv_dtype(kv_type);
   cfg.block_size = block_size;
   cfg.sched = sched;
   cfg.enable_prefix_caching = !no_prefix_cache;

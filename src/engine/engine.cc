@@ -36,8 +36,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   e->pool_ = std::make_unique<ThreadPool>(threads);
   e->model_->repack(*e->pool_);
   if (config.block_size < 1 || config.block_size > 1024) return invalid_argument("block size must be in 1..1024");
+  if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kF16)
+    return invalid_argument("KV cache dtype must be f32 or f16");
   const auto block_bytes = static_cast<int64_t>(
-      KVStorage::bytes_per_block(mc.n_layer, config.block_size, mc.n_head_kv, mc.head_dim));
+      KVStorage::bytes_per_block(mc.n_layer, config.block_size, mc.n_head_kv, mc.head_dim, config.kv_cache_dtype));
   const int64_t num_blocks = config.kv_cache_bytes / block_bytes;
   const int64_t num_host_blocks = std::max<int64_t>(0, config.swap_space_bytes) / block_bytes;
   if (num_blocks < 1)
@@ -47,12 +49,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   PAGODA_RETURN_IF_ERROR(KVCacheManager::validate_config(num_host_blocks, config.block_size));
   e->kv_manager_ = std::make_unique<KVCacheManager>(static_cast<int32_t>(num_blocks), config.block_size,
                                                     static_cast<int32_t>(num_host_blocks));
-  PAGODA_ASSIGN_OR_RETURN(e->kv_storage_, KVStorage::create(mc.n_layer, static_cast<int32_t>(num_blocks),
-                                                            config.block_size, mc.n_head_kv, mc.head_dim));
+  PAGODA_ASSIGN_OR_RETURN(e->kv_storage_,
+                          KVStorage::create(mc.n_layer, static_cast<int32_t>(num_blocks), config.block_size,
+                                            mc.n_head_kv, mc.head_dim, config.kv_cache_dtype));
   if (num_host_blocks > 0) {
     PAGODA_ASSIGN_OR_RETURN(e->host_storage_,
                             KVStorage::create(mc.n_layer, static_cast<int32_t>(num_host_blocks), config.block_size,
-                                              mc.n_head_kv, mc.head_dim));
+                                              mc.n_head_kv, mc.head_dim, config.kv_cache_dtype));
   }
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = num_blocks * config.block_size;

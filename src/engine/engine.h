@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/request.h"
@@ -27,6 +28,7 @@ struct EngineConfig {
   int32_t num_threads = 0;            // 0: physical cores
   int64_t kv_cache_bytes = 256 << 20;
   int64_t swap_space_bytes = 0;       // host tier for preemption by swapping
+  DType kv_cache_dtype = DType::kF32;  // kF32 or kF16 (half the memory per token)
   int32_t block_size = 16;
   int32_t max_model_len = 0;          // 0: the model's training context
   bool enable_prefix_caching = true;

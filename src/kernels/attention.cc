@@ -50,7 +50,7 @@ struct RowState {
 
 // Queries [q_begin, q_end) x the group's heads of kv head `kvh` against all
 // keys they can see, tile by tile.
-template <class Ops>
+template <class Ops, class E>
 void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_end, RowState st, float* s) {
   const PagedKVView& kv = *a.kv;
   const int32_t hd = kv.head_dim;
@@ -63,8 +63,10 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
   int32_t max_pos = -1;
   for (int32_t i = q_begin; i < q_end; ++i) max_pos = std::max(max_pos, a.q_pos[i]);
 
-  const float* keys[kKeyTile];
-  const float* vals[kKeyTile];
+  const E* keys[kKeyTile];
+  const E* vals[kKeyTile];
+  const E* kbase = static_cast<const E*>(kv.k);
+  const E* vbase = static_cast<const E*>(kv.v);
   float* p = s + kKeyTile;
   const size_t head_offset = static_cast<size_t>(kvh) * bs * hd;
   const bool transposed = Ops::kHasQkTile && rows >= kMinRowsTransposed;
@@ -77,8 +79,8 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
     for (int32_t j = t0; j < t1; ++j) {
       size_t off = static_cast<size_t>(a.block_table[j / bs]) * kv.block_stride + head_offset +
                    static_cast<size_t>(j % bs) * hd;
-      keys[j - t0] = kv.k + off;
-      vals[j - t0] = kv.v + off;
+      keys[j - t0] = kbase + off;
+      vals[j - t0] = vbase + off;
     }
     if (transposed) {
       Ops::transpose_keys(keys, t1 - t0, hd, st.kt);
@@ -126,7 +128,7 @@ void attend_query_tile(const Args& a, int32_t kvh, int32_t q_begin, int32_t q_en
   }
 }
 
-template <class Ops>
+template <class Ops, class E>
 void run(const Args& a, int32_t kv_len, int32_t n_q, int32_t kv_head_begin, int32_t kv_head_end, float* scratch) {
   const PagedKVView& kv = *a.kv;
   PAGODA_CHECK(kv.num_kv_heads > 0 && a.n_heads % kv.num_kv_heads == 0);
@@ -145,7 +147,7 @@ void run(const Args& a, int32_t kv_len, int32_t n_q, int32_t kv_head_begin, int3
   for (int32_t i = 0; i < n_q; ++i) PAGODA_CHECK(a.q_pos[i] >= 0 && a.q_pos[i] < kv_len);
   for (int32_t kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
     for (int32_t q0 = 0; q0 < n_q; q0 += q_tile) {
-      attend_query_tile<Ops>(a, kvh, q0, std::min(n_q, q0 + q_tile), st, s);
+      attend_query_tile<Ops, E>(a, kvh, q0, std::min(n_q, q0 + q_tile), st, s);
     }
   }
 }
@@ -205,14 +207,17 @@ void paged_attention_with_isa(AttentionIsa isa, const PagedKVView& kv, const int
   switch (isa) {
 #if defined(__AVX512F__)
     case AttentionIsa::kAvx512:
-      return run<Avx512Ops>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch);
+      return kv.f16 ? run<Avx512Ops, uint16_t>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch)
+                    : run<Avx512Ops, float>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch);
 #endif
 #if defined(__AVX2__) && defined(__FMA__)
     case AttentionIsa::kAvx2:
-      return run<Avx2Ops>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch);
+      return kv.f16 ? run<Avx2Ops, uint16_t>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch)
+                    : run<Avx2Ops, float>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch);
 #endif
     default:
-      return run<ScalarOps>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch);
+      return kv.f16 ? run<ScalarOps, uint16_t>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch)
+                    : run<ScalarOps, float>(a, kv_len, n_q, kv_head_begin, kv_head_end, scratch);
   }
 }
 

@@ -8,15 +8,17 @@
 
 namespace pagoda::kernels {
 
-// One layer of the paged cache (KVStorage::k_layer / v_layer). Block b holds
-// [num_kv_heads][block_size][head_dim] floats starting at k + b * block_stride.
+// One layer of the paged cache (KVStorage::k_data / v_data). Block b holds
+// [num_kv_heads][block_size][head_dim] elements (f32, or f16 bits as
+// uint16_t) starting at element b * block_stride of k / v.
 struct PagedKVView {
-  const float* k;
-  const float* v;
+  const void* k;
+  const void* v;
   int32_t block_size;
   int32_t num_kv_heads;
   int32_t head_dim;
-  size_t block_stride;
+  size_t block_stride;   // elements
+  bool f16 = false;      // elements are IEEE half, else float
 };
 
 // Attention of one sequence for kv heads [kv_head_begin, kv_head_end) and the

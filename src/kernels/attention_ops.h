@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/fp16.h"
+
 #if defined(__AVX2__) && defined(__FMA__)
 // GCC 12 reports false "may be used uninitialized" warnings inside the
 // intrinsic headers' cast/extract helpers (their deliberate undefined values).
@@ -20,31 +22,38 @@
 
 namespace pagoda::kernels::attention_internal {
 
+// K/V elements: float, or IEEE half bits (uint16_t).
+inline float to_f(float x) { return x; }
+inline float to_f(uint16_t h) { return fp16_to_fp32(h); }
+
 struct ScalarOps {
   static constexpr const char* kName = "scalar";
   static constexpr bool kHasQkTile = false;
   static void qk_tile(const float* const*, int32_t, const float*, int32_t, float, float*) {}
-  static void transpose_keys(const float* const*, int32_t, int32_t, float*) {}
+  template <class E>
+  static void transpose_keys(const E* const*, int32_t, int32_t, float*) {}
   static float row_max(const float*, int32_t) { return 0; }
   static float exp_sum(const float*, int32_t, float, float*) { return 0; }
-  static void dot_keys(const float* q, const float* const* keys, int32_t n, int32_t hd, float* s) {
+  template <class E>
+  static void dot_keys(const float* q, const E* const* keys, int32_t n, int32_t hd, float* s) {
     for (int32_t j = 0; j < n; ++j) {
       float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       int32_t d = 0;
       for (; d + 4 <= hd; d += 4) {
-        a0 += q[d] * keys[j][d];
-        a1 += q[d + 1] * keys[j][d + 1];
-        a2 += q[d + 2] * keys[j][d + 2];
-        a3 += q[d + 3] * keys[j][d + 3];
+        a0 += q[d] * to_f(keys[j][d]);
+        a1 += q[d + 1] * to_f(keys[j][d + 1]);
+        a2 += q[d + 2] * to_f(keys[j][d + 2]);
+        a3 += q[d + 3] * to_f(keys[j][d + 3]);
       }
-      for (; d < hd; ++d) a0 += q[d] * keys[j][d];
+      for (; d < hd; ++d) a0 += q[d] * to_f(keys[j][d]);
       s[j] = (a0 + a1) + (a2 + a3);
     }
   }
-  static void weighted_sum(float* acc, float c, const float* p, const float* const* vals, int32_t n, int32_t hd) {
+  template <class E>
+  static void weighted_sum(float* acc, float c, const float* p, const E* const* vals, int32_t n, int32_t hd) {
     for (int32_t d = 0; d < hd; ++d) {
       float a = acc[d] * c;
-      for (int32_t j = 0; j < n; ++j) a += p[j] * vals[j][d];
+      for (int32_t j = 0; j < n; ++j) a += p[j] * to_f(vals[j][d]);
       acc[d] = a;
     }
   }
@@ -59,8 +68,8 @@ struct SimdOps {
   static constexpr int32_t kW = V::kWidth;
 
   // s[j..j+kKeys) for kKeys keys at once: independent FMA chains, q loaded once.
-  template <int kKeys>
-  static void dot_block(const float* q, const float* const* keys, int32_t hd, float* s) {
+  template <int kKeys, class E>
+  static void dot_block(const float* q, const E* const* keys, int32_t hd, float* s) {
     Vec a[kKeys];
     for (int k = 0; k < kKeys; ++k) a[k] = V::zero();
     int32_t d = 0;
@@ -74,20 +83,21 @@ struct SimdOps {
     }
     for (int k = 0; k < kKeys; ++k) s[k] = V::hsum(a[k]);
   }
-  static void dot_keys(const float* q, const float* const* keys, int32_t n, int32_t hd, float* s) {
+  template <class E>
+  static void dot_keys(const float* q, const E* const* keys, int32_t n, int32_t hd, float* s) {
     int32_t j = 0;
-    for (; j + 8 <= n; j += 8) dot_block<8>(q, keys + j, hd, s + j);
+    for (; j + 8 <= n; j += 8) dot_block<8, E>(q, keys + j, hd, s + j);
     if (j + 4 <= n) {
-      dot_block<4>(q, keys + j, hd, s + j);
+      dot_block<4, E>(q, keys + j, hd, s + j);
       j += 4;
     }
-    for (; j < n; ++j) dot_block<1>(q, keys + j, hd, s + j);
+    for (; j < n; ++j) dot_block<1, E>(q, keys + j, hd, s + j);
   }
 
   // acc[d0 .. d0 + kChunks*kW) (the last chunk holding `last` lanes) kept in
   // registers across all n keys, so the FMAs are independent.
-  template <int kChunks>
-  static void weighted_block(float* acc, Vec vc, const float* p, const float* const* vals, int32_t n, int32_t d0,
+  template <int kChunks, class E>
+  static void weighted_block(float* acc, Vec vc, const float* p, const E* const* vals, int32_t n, int32_t d0,
                              int32_t last) {
     constexpr int kFull = kChunks - 1;
     const bool partial = last < kW;
@@ -96,7 +106,7 @@ struct SimdOps {
     a[kFull] = V::mul(partial ? V::load_part(acc + d0 + kFull * kW, last) : V::load(acc + d0 + kFull * kW), vc);
     for (int32_t j = 0; j < n; ++j) {
       const Vec pj = V::set1(p[j]);
-      const float* v = vals[j] + d0;
+      const E* v = vals[j] + d0;
       for (int c = 0; c < kFull; ++c) a[c] = V::fma(pj, V::load(v + c * kW), a[c]);
       a[kFull] = V::fma(pj, partial ? V::load_part(v + kFull * kW, last) : V::load(v + kFull * kW), a[kFull]);
     }
@@ -107,21 +117,22 @@ struct SimdOps {
       V::store(acc + d0 + kFull * kW, a[kFull]);
     }
   }
-  static void weighted_sum(float* acc, float c, const float* p, const float* const* vals, int32_t n, int32_t hd) {
+  template <class E>
+  static void weighted_sum(float* acc, float c, const float* p, const E* const* vals, int32_t n, int32_t hd) {
     const Vec vc = V::set1(c);
     for (int32_t d0 = 0; d0 < hd; d0 += 8 * kW) {
       const int32_t rem = std::min(hd - d0, 8 * kW);
       const int32_t chunks = (rem + kW - 1) / kW;
       const int32_t last = rem - (chunks - 1) * kW;
       switch (chunks) {
-        case 1: weighted_block<1>(acc, vc, p, vals, n, d0, last); break;
-        case 2: weighted_block<2>(acc, vc, p, vals, n, d0, last); break;
-        case 3: weighted_block<3>(acc, vc, p, vals, n, d0, last); break;
-        case 4: weighted_block<4>(acc, vc, p, vals, n, d0, last); break;
-        case 5: weighted_block<5>(acc, vc, p, vals, n, d0, last); break;
-        case 6: weighted_block<6>(acc, vc, p, vals, n, d0, last); break;
-        case 7: weighted_block<7>(acc, vc, p, vals, n, d0, last); break;
-        default: weighted_block<8>(acc, vc, p, vals, n, d0, last); break;
+        case 1: weighted_block<1, E>(acc, vc, p, vals, n, d0, last); break;
+        case 2: weighted_block<2, E>(acc, vc, p, vals, n, d0, last); break;
+        case 3: weighted_block<3, E>(acc, vc, p, vals, n, d0, last); break;
+        case 4: weighted_block<4, E>(acc, vc, p, vals, n, d0, last); break;
+        case 5: weighted_block<5, E>(acc, vc, p, vals, n, d0, last); break;
+        case 6: weighted_block<6, E>(acc, vc, p, vals, n, d0, last); break;
+        case 7: weighted_block<7, E>(acc, vc, p, vals, n, d0, last); break;
+        default: weighted_block<8, E>(acc, vc, p, vals, n, d0, last); break;
       }
     }
   }
@@ -136,6 +147,12 @@ struct Avx2Vec {
   }
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }
   static Vec load_part(const float* p, int32_t rem) { return _mm256_maskload_ps(p, mask(rem)); }
+  static Vec load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static Vec load_part(const uint16_t* p, int32_t rem) {
+    uint16_t tmp[8] = {};
+    std::copy_n(p, rem, tmp);
+    return load(tmp);
+  }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   static void store_part(float* p, Vec v, int32_t rem) { _mm256_maskstore_ps(p, mask(rem), v); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
@@ -152,7 +169,8 @@ struct Avx2Vec {
 struct Avx2Ops : SimdOps<Avx2Vec> {
   static constexpr bool kHasQkTile = false;
   static void qk_tile(const float* const*, int32_t, const float*, int32_t, float, float*) {}
-  static void transpose_keys(const float* const*, int32_t, int32_t, float*) {}
+  template <class E>
+  static void transpose_keys(const E* const*, int32_t, int32_t, float*) {}
   static float row_max(const float*, int32_t) { return 0; }
   static float exp_sum(const float*, int32_t, float, float*) { return 0; }
 };
@@ -165,6 +183,18 @@ struct Avx512Vec {
   static __mmask16 mask(int32_t rem) { return static_cast<__mmask16>((1u << rem) - 1u); }
   static Vec load(const float* p) { return _mm512_loadu_ps(p); }
   static Vec load_part(const float* p, int32_t rem) { return _mm512_maskz_loadu_ps(mask(rem), p); }
+  static Vec load(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static Vec load_part(const uint16_t* p, int32_t rem) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(rem), p));
+#else
+    uint16_t tmp[16] = {};
+    std::copy_n(p, rem, tmp);
+    return load(tmp);
+#endif
+  }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   static void store_part(float* p, Vec v, int32_t rem) { _mm512_mask_storeu_ps(p, mask(rem), v); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
@@ -261,11 +291,12 @@ struct Avx512Ops : SimdOps<Avx512Vec> {
       r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
     }
   }
-  static void transpose_keys(const float* const* keys, int32_t nk, int32_t hd, float* kt) {
+  template <class E>
+  static void transpose_keys(const E* const* keys, int32_t nk, int32_t hd, float* kt) {
     if (hd % 16 != 0) {
       for (int32_t d = 0; d < hd; ++d) {
         float* col = kt + static_cast<size_t>(d) * 32;
-        for (int32_t j = 0; j < nk; ++j) col[j] = keys[j][d];
+        for (int32_t j = 0; j < nk; ++j) col[j] = to_f(keys[j][d]);
         for (int32_t j = nk; j < 32; ++j) col[j] = 0.0f;
       }
       return;
@@ -274,7 +305,7 @@ struct Avx512Ops : SimdOps<Avx512Vec> {
       for (int32_t d0 = 0; d0 < hd; d0 += 16) {
         __m512 r[16];
         for (int32_t i = 0; i < 16; ++i)
-          r[i] = jb + i < nk ? _mm512_loadu_ps(keys[jb + i] + d0) : _mm512_setzero_ps();
+          r[i] = jb + i < nk ? Avx512Vec::load(keys[jb + i] + d0) : _mm512_setzero_ps();
         if (jb < nk) transpose16(r);
         for (int32_t k = 0; k < 16; ++k) _mm512_storeu_ps(kt + static_cast<size_t>(d0 + k) * 32 + jb, r[k]);
       }

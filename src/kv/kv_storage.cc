@@ -7,26 +7,37 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/fp16.h"
 
 namespace pagoda {
 namespace {
 
 // Anonymous mappings are page aligned (so 64-byte aligned) and zero-filled
 // lazily: a large cache costs nothing until its blocks are written.
-float* map_floats(size_t n) {
-  void* p = mmap(nullptr, std::max<size_t>(n, 1) * sizeof(float), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<float*>(p);
+uint8_t* map_bytes(size_t n) {
+  void* p = mmap(nullptr, std::max<size_t>(n, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
 
 }  // namespace
 
-void KVStorage::Unmap::operator()(float* p) const {
-  if (p != nullptr) munmap(p, std::max<size_t>(num_floats, 1) * sizeof(float));
+void KVStorage::Unmap::operator()(uint8_t* p) const {
+  if (p != nullptr) munmap(p, std::max<size_t>(num_bytes, 1));
+}
+
+float* KVStorage::f32(uint8_t* p) const {
+  PAGODA_CHECK(dtype_ == DType::kF32 && "typed float access to an f16 KV cache");
+  return reinterpret_cast<float*>(p);
+}
+const float* KVStorage::f32(const uint8_t* p) const {
+  PAGODA_CHECK(dtype_ == DType::kF32 && "typed float access to an f16 KV cache");
+  return reinterpret_cast<const float*>(p);
 }
 
 Status KVStorage::validate(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
-                           int32_t head_dim) {
+                           int32_t head_dim, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF16)
+    return invalid_argument("KV cache dtype must be f32 or f16, not " + std::string(dtype_name(dtype)));
   if (num_layers < 1 || num_blocks < 0 || block_size < 1 || num_kv_heads < 1 || head_dim < 1) {
     return invalid_argument("KV storage shape must be positive: layers=" + std::to_string(num_layers) +
                             " blocks=" + std::to_string(num_blocks) + " block_size=" + std::to_string(block_size) +
@@ -41,32 +52,35 @@ Status KVStorage::validate(int32_t num_layers, int32_t num_blocks, int32_t block
 }
 
 KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
-                     int32_t head_dim, std::nothrow_t)
+                     int32_t head_dim, DType dtype, std::nothrow_t)
     : num_layers_(num_layers),
       num_blocks_(num_blocks),
       block_size_(block_size),
       num_kv_heads_(num_kv_heads),
       head_dim_(head_dim),
+      dtype_(dtype),
+      elem_bytes_(dtype == DType::kF16 ? 2 : 4),
       block_stride_(static_cast<size_t>(num_kv_heads) * block_size * head_dim),
       layer_stride_(block_stride_ * num_blocks) {
-  const size_t n = layer_stride_ * num_layers;
-  k_ = std::unique_ptr<float[], Unmap>(map_floats(n), Unmap{n});
-  if (k_ != nullptr) v_ = std::unique_ptr<float[], Unmap>(map_floats(n), Unmap{n});
+  const size_t n = layer_stride_ * num_layers * elem_bytes_;
+  k_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
+  if (k_ != nullptr) v_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
 }
 
 KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
-                     int32_t head_dim)
-    : KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, std::nothrow) {
+                     int32_t head_dim, DType dtype)
+    : KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, dtype, std::nothrow) {
   // A bad shape may have produced a wrapped size above; it is caught here
   // before the memory is used.
-  PAGODA_CHECK(validate(num_layers, num_blocks, block_size, num_kv_heads, head_dim).is_ok());
+  PAGODA_CHECK(validate(num_layers, num_blocks, block_size, num_kv_heads, head_dim, dtype).is_ok());
   PAGODA_CHECK(k_ != nullptr && v_ != nullptr);
 }
 
 Result<std::unique_ptr<KVStorage>> KVStorage::create(int32_t num_layers, int32_t num_blocks, int32_t block_size,
-                                                     int32_t num_kv_heads, int32_t head_dim) {
-  PAGODA_RETURN_IF_ERROR(validate(num_layers, num_blocks, block_size, num_kv_heads, head_dim));
-  std::unique_ptr<KVStorage> s(new KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, std::nothrow));
+                                                     int32_t num_kv_heads, int32_t head_dim, DType dtype) {
+  PAGODA_RETURN_IF_ERROR(validate(num_layers, num_blocks, block_size, num_kv_heads, head_dim, dtype));
+  std::unique_ptr<KVStorage> s(
+      new KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, dtype, std::nothrow));
   if (s->k_ == nullptr || s->v_ == nullptr) {
     return resource_exhausted("cannot allocate " + std::to_string(s->num_bytes()) + " bytes for the KV cache");
   }
@@ -75,45 +89,57 @@ Result<std::unique_ptr<KVStorage>> KVStorage::create(int32_t num_layers, int32_t
 
 size_t KVStorage::offset(int32_t layer, int32_t block) const {
   PAGODA_DCHECK(layer >= 0 && layer < num_layers_ && block >= 0 && block < num_blocks_);
-  return layer_stride_ * layer + block_stride_ * block;
+  return (layer_stride_ * layer + block_stride_ * block) * elem_bytes_;
 }
 
 void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const float* v_token) {
   PAGODA_DCHECK(slot >= 0 && slot < static_cast<int64_t>(num_blocks_) * block_size_);
   int32_t block = static_cast<int32_t>(slot / block_size_);
   int32_t off = static_cast<int32_t>(slot % block_size_);
-  float* kb = k_block(layer, block);
-  float* vb = v_block(layer, block);
-  size_t row_bytes = static_cast<size_t>(head_dim_) * sizeof(float);
+  uint8_t* kb = k_.get() + offset(layer, block);
+  uint8_t* vb = v_.get() + offset(layer, block);
   for (int32_t h = 0; h < num_kv_heads_; ++h) {
-    size_t dst = (static_cast<size_t>(h) * block_size_ + off) * head_dim_;
-    std::memcpy(kb + dst, k_token + static_cast<size_t>(h) * head_dim_, row_bytes);
-    std::memcpy(vb + dst, v_token + static_cast<size_t>(h) * head_dim_, row_bytes);
+    const size_t dst = (static_cast<size_t>(h) * block_size_ + off) * head_dim_;
+    const float* ks = k_token + static_cast<size_t>(h) * head_dim_;
+    const float* vs = v_token + static_cast<size_t>(h) * head_dim_;
+    if (dtype_ == DType::kF16) {
+      auto* kd = reinterpret_cast<uint16_t*>(kb) + dst;
+      auto* vd = reinterpret_cast<uint16_t*>(vb) + dst;
+      for (int32_t d = 0; d < head_dim_; ++d) {
+        kd[d] = fp32_to_fp16(ks[d]);
+        vd[d] = fp32_to_fp16(vs[d]);
+      }
+    } else {
+      std::memcpy(reinterpret_cast<float*>(kb) + dst, ks, head_dim_ * sizeof(float));
+      std::memcpy(reinterpret_cast<float*>(vb) + dst, vs, head_dim_ * sizeof(float));
+    }
   }
 }
 
 void KVStorage::copy_block(int32_t src, int32_t dst) {
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
   if (src == dst) return;
-  size_t bytes = block_stride_ * sizeof(float);
+  const size_t bytes = block_stride_ * elem_bytes_;
   for (int32_t l = 0; l < num_layers_; ++l) {
-    std::memcpy(k_block(l, dst), k_block(l, src), bytes);
-    std::memcpy(v_block(l, dst), v_block(l, src), bytes);
+    std::memcpy(k_.get() + offset(l, dst), k_.get() + offset(l, src), bytes);
+    std::memcpy(v_.get() + offset(l, dst), v_.get() + offset(l, src), bytes);
   }
 }
 
 void KVStorage::copy_block_to(int32_t src, KVStorage& d, int32_t dst) const {
-  PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_stride_ == block_stride_);
+  PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_stride_ == block_stride_ && d.dtype_ == dtype_);
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < d.num_blocks_);
-  const size_t bytes = block_stride_ * sizeof(float);
+  const size_t bytes = block_stride_ * elem_bytes_;
   for (int32_t l = 0; l < num_layers_; ++l) {
-    std::memcpy(d.k_block(l, dst), k_block(l, src), bytes);
-    std::memcpy(d.v_block(l, dst), v_block(l, src), bytes);
+    std::memcpy(d.k_.get() + d.offset(l, dst), k_.get() + offset(l, src), bytes);
+    std::memcpy(d.v_.get() + d.offset(l, dst), v_.get() + offset(l, src), bytes);
   }
 }
 
-size_t KVStorage::bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim) {
-  return 2 * sizeof(float) * static_cast<size_t>(num_layers) * block_size * num_kv_heads * head_dim;
+size_t KVStorage::bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
+                                  DType dtype) {
+  const size_t es = dtype == DType::kF16 ? 2 : 4;
+  return 2 * es * static_cast<size_t>(num_layers) * block_size * num_kv_heads * head_dim;
 }
 
 }  // namespace pagoda

@@ -1,8 +1,9 @@
-// The K/V memory of every layer, in fixed-size blocks (f32 for now). Block
-// layout per layer: [num_kv_heads][block_size][head_dim], head-major so one
-// head's keys within a block are contiguous. K and V live in separate
-// page-aligned (so 64-byte-aligned), lazily zeroed regions of
-// [num_layers][num_blocks][block_stride] floats.
+// The K/V memory of every layer, in fixed-size blocks of f32 or f16 (IEEE
+// half: half the memory and the attention reads, like llama.cpp's default
+// cache). Block layout per layer: [num_kv_heads][block_size][head_dim],
+// head-major so one head's keys within a block are contiguous. K and V live
+// in separate page-aligned (so 64-byte-aligned), lazily zeroed regions of
+// [num_layers][num_blocks][block_stride] elements.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <new>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace pagoda {
@@ -17,21 +19,30 @@ namespace pagoda {
 class KVStorage {
  public:
   // CHECKs shapes and allocation; use create() for sizes a user chose.
-  KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim);
+  // dtype: DType::kF32 or DType::kF16.
+  KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
+            DType dtype = DType::kF32);
   static Result<std::unique_ptr<KVStorage>> create(int32_t num_layers, int32_t num_blocks, int32_t block_size,
-                                                   int32_t num_kv_heads, int32_t head_dim);
+                                                   int32_t num_kv_heads, int32_t head_dim,
+                                                   DType dtype = DType::kF32);
 
   KVStorage(const KVStorage&) = delete;
   KVStorage& operator=(const KVStorage&) = delete;
 
-  float* k_block(int32_t layer, int32_t block) { return k_.get() + offset(layer, block); }
-  float* v_block(int32_t layer, int32_t block) { return v_.get() + offset(layer, block); }
-  const float* k_block(int32_t layer, int32_t block) const { return k_.get() + offset(layer, block); }
-  const float* v_block(int32_t layer, int32_t block) const { return v_.get() + offset(layer, block); }
-  const float* k_layer(int32_t layer) const { return k_.get() + offset(layer, 0); }
-  const float* v_layer(int32_t layer) const { return v_.get() + offset(layer, 0); }
+  // Typed views of an f32 cache (CHECKed).
+  float* k_block(int32_t layer, int32_t block) { return f32(k_.get() + offset(layer, block)); }
+  float* v_block(int32_t layer, int32_t block) { return f32(v_.get() + offset(layer, block)); }
+  const float* k_block(int32_t layer, int32_t block) const { return f32(k_.get() + offset(layer, block)); }
+  const float* v_block(int32_t layer, int32_t block) const { return f32(v_.get() + offset(layer, block)); }
+  const float* k_layer(int32_t layer) const { return f32(k_.get() + offset(layer, 0)); }
+  const float* v_layer(int32_t layer) const { return f32(v_.get() + offset(layer, 0)); }
+  // Any dtype: the first element of a layer (kernels::PagedKVView).
+  const void* k_data(int32_t layer) const { return k_.get() + offset(layer, 0); }
+  const void* v_data(int32_t layer) const { return v_.get() + offset(layer, 0); }
 
-  // Floats per block per layer = num_kv_heads * block_size * head_dim.
+  DType dtype() const { return dtype_; }
+  size_t element_bytes() const { return elem_bytes_; }
+  // Elements per block per layer = num_kv_heads * block_size * head_dim.
   size_t block_stride() const { return block_stride_; }
 
   // Stores one token: k_token / v_token are [num_kv_heads][head_dim];
@@ -44,8 +55,9 @@ class KVStorage {
   void copy_block_to(int32_t src, KVStorage& dst_storage, int32_t dst) const;
 
   // K + V bytes of one block over all layers.
-  static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim);
-  size_t num_bytes() const { return 2 * layer_stride_ * num_layers_ * sizeof(float); }
+  static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
+                                DType dtype = DType::kF32);
+  size_t num_bytes() const { return 2 * layer_stride_ * num_layers_ * elem_bytes_; }
 
   int32_t num_layers() const { return num_layers_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -55,25 +67,29 @@ class KVStorage {
 
  private:
   struct Unmap {
-    size_t num_floats;
-    void operator()(float* p) const;
+    size_t num_bytes;
+    void operator()(uint8_t* p) const;
   };
   // Leaves k_/v_ null when the allocation fails.
   KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
-            std::nothrow_t);
+            DType dtype, std::nothrow_t);
   static Status validate(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
-                         int32_t head_dim);
-  size_t offset(int32_t layer, int32_t block) const;
+                         int32_t head_dim, DType dtype);
+  size_t offset(int32_t layer, int32_t block) const;  // bytes
+  float* f32(uint8_t* p) const;
+  const float* f32(const uint8_t* p) const;
 
   int32_t num_layers_;
   int32_t num_blocks_;
   int32_t block_size_;
   int32_t num_kv_heads_;
   int32_t head_dim_;
-  size_t block_stride_;
-  size_t layer_stride_;
-  std::unique_ptr<float[], Unmap> k_;
-  std::unique_ptr<float[], Unmap> v_;
+  DType dtype_;
+  size_t elem_bytes_;
+  size_t block_stride_;  // elements
+  size_t layer_stride_;  // elements
+  std::unique_ptr<uint8_t[], Unmap> k_;
+  std::unique_ptr<uint8_t[], Unmap> v_;
 };
 
 }  // namespace pagoda

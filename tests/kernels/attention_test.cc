@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/ref/attention_ref.h"
 
@@ -28,11 +29,12 @@ struct Case {
   int32_t kv_len;
   std::vector<int32_t> q_pos;
   float q_gain = 1.0f;  // > 1 makes scores large and the softmax peaky
+  bool f16 = false;     // cache holds IEEE half (the reference reads the same halves)
   std::string describe() const {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g", head_dim,
+    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s", head_dim,
                   n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0],
-                  q_gain);
+                  q_gain, f16 ? " f16" : "");
     return buf;
   }
 };
@@ -42,6 +44,7 @@ struct Case {
 struct Fixture {
   PagedKVView view;
   std::vector<float> k, v;
+  std::vector<uint16_t> k16, v16;  // the f16 copy (Case::f16)
   std::vector<int32_t> table;
 
   Fixture(const Case& c, std::mt19937& rng) {
@@ -65,6 +68,11 @@ struct Fixture {
       }
     }
     view = PagedKVView{k.data(), v.data(), c.block_size, c.num_kv_heads, c.head_dim, stride};
+    if (c.f16) {
+      for (float x : k) k16.push_back(fp32_to_fp16(x));
+      for (float x : v) v16.push_back(fp32_to_fp16(x));
+      view = PagedKVView{k16.data(), v16.data(), c.block_size, c.num_kv_heads, c.head_dim, stride, true};
+    }
   }
 };
 
@@ -210,6 +218,25 @@ TEST(PagedAttention, UnorderedPositionsAndRepeats) {
     HeadConfig hc = kHeads[t % 4];
     check_case({kHeadDims[t % 5], hc.n_heads, hc.num_kv_heads, kBlockSizes[t % 3], kv_len, pos}, 4100 + t);
   }
+}
+
+// An f16 cache (half the memory and reads): decode, prefill and chunked
+// prefill on every ISA, against the reference reading the same halves.
+TEST(PagedAttention, F16CacheMatchesReference) {
+  uint32_t seed = 8000;
+  double worst = 0;
+  for (int32_t hd : kHeadDims)
+    for (HeadConfig hc : kHeads)
+      for (int32_t bs : kBlockSizes) {
+        Case dec{hd, hc.n_heads, hc.num_kv_heads, bs, 100, {99}};
+        Case pre{hd, hc.n_heads, hc.num_kv_heads, bs, 70, range(0, 70)};
+        Case chunk{hd, hc.n_heads, hc.num_kv_heads, bs, 64, range(40, 64)};
+        for (Case* c : {&dec, &pre, &chunk}) {
+          c->f16 = true;
+          worst = std::max(worst, check_case(*c, seed++));
+        }
+      }
+  std::printf("worst relative error %.3g (tolerance 1e-5)\n", worst);
 }
 
 TEST(PagedAttention, LargeScoresStayFinite) {

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "core/fp16.h"
 
 namespace pagoda {
 namespace {
@@ -26,6 +29,54 @@ TEST(KVStorage, ShapeAndAlignment) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(s.k_layer(0)) % 64, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(s.v_layer(0)) % 64, 0u);
   EXPECT_EQ(s.k_block(1, 0)[0], 0.0f);  // zero-initialized
+}
+
+// f16 storage: half the bytes, values rounded to half on write, block
+// copies (COW) and swaps between storages move the halves unchanged.
+TEST(KVStorage, F16WriteCopyAndSwap) {
+  const int layers = 2, blocks = 3, bs = 2, heads = 2, hd = 3;
+  KVStorage s(layers, blocks, bs, heads, hd, DType::kF16);
+  EXPECT_EQ(s.dtype(), DType::kF16);
+  EXPECT_EQ(s.element_bytes(), 2u);
+  EXPECT_EQ(KVStorage::bytes_per_block(layers, bs, heads, hd, DType::kF16),
+            KVStorage::bytes_per_block(layers, bs, heads, hd) / 2);
+  EXPECT_EQ(s.num_bytes(), blocks * KVStorage::bytes_per_block(layers, bs, heads, hd, DType::kF16));
+  std::vector<float> k(heads * hd), v(heads * hd);
+  for (int l = 0; l < layers; ++l)
+    for (int slot = 0; slot < blocks * bs; ++slot) {
+      for (int i = 0; i < heads * hd; ++i) {
+        k[i] = 0.001f * static_cast<float>(l * 997 + slot * 31 + i) + 1.0f / 3.0f;
+        v[i] = -k[i] * 7.0f;
+      }
+      s.write(l, slot, k.data(), v.data());
+      const auto* kd = static_cast<const uint16_t*>(s.k_data(l));
+      const auto* vd = static_cast<const uint16_t*>(s.v_data(l));
+      for (int h = 0; h < heads; ++h)
+        for (int d = 0; d < hd; ++d) {
+          const size_t at = (slot / bs) * s.block_stride() + (static_cast<size_t>(h) * bs + slot % bs) * hd + d;
+          EXPECT_EQ(kd[at], fp32_to_fp16(k[h * hd + d]));
+          EXPECT_EQ(vd[at], fp32_to_fp16(v[h * hd + d]));
+          EXPECT_NEAR(fp16_to_fp32(kd[at]), k[h * hd + d], 1e-3f * std::fabs(k[h * hd + d]));
+        }
+    }
+  auto block_bytes = [&](const KVStorage& st, int l, int b, bool key) {
+    const auto* p = static_cast<const uint8_t*>(key ? st.k_data(l) : st.v_data(l)) + b * st.block_stride() * 2;
+    return std::vector<uint8_t>(p, p + st.block_stride() * 2);
+  };
+  s.copy_block(0, 2);
+  KVStorage host(layers, 2, bs, heads, hd, DType::kF16);
+  s.copy_block_to(1, host, 0);
+  for (int l = 0; l < layers; ++l) {
+    EXPECT_EQ(block_bytes(s, l, 2, true), block_bytes(s, l, 0, true));
+    EXPECT_EQ(block_bytes(s, l, 2, false), block_bytes(s, l, 0, false));
+    EXPECT_EQ(block_bytes(host, l, 0, true), block_bytes(s, l, 1, true));
+    EXPECT_EQ(block_bytes(host, l, 0, false), block_bytes(s, l, 1, false));
+  }
+}
+
+TEST(KVStorage, RejectsOtherDtypes) {
+  EXPECT_FALSE(KVStorage::create(1, 1, 1, 1, 1, DType::kQ8_0).is_ok());
+  EXPECT_TRUE(KVStorage::create(1, 1, 1, 1, 1, DType::kF16).is_ok());
 }
 
 TEST(KVStorage, WriteUsesHeadMajorBlockLayout) {

@@ -169,13 +169,13 @@ struct RandomModel {
 // of every computed position.
 class PagedRunner {
  public:
-  PagedRunner(RandomModel& m, int block_size, int num_threads)
+  PagedRunner(RandomModel& m, int block_size, int num_threads, DType kv_dtype = DType::kF32)
       : m_(m), kv_(64, block_size), pool_(num_threads) {
     auto model = LlamaModel::load(*m.file);
     EXPECT_TRUE(model.is_ok()) << model.status().message();
     model_ = std::move(model).value();
     const auto& c = model_->config();
-    storage_ = std::make_unique<KVStorage>(c.n_layer, 64, block_size, c.n_head_kv, c.head_dim);
+    storage_ = std::make_unique<KVStorage>(c.n_layer, 64, block_size, c.n_head_kv, c.head_dim, kv_dtype);
   }
 
   void step(const std::vector<std::pair<int, int>>& work, const std::vector<std::vector<int32_t>>& seqs,
@@ -250,6 +250,32 @@ TEST_P(ForwardTest, MixedPrefillAndDecodeMatchFloat64Reference) {
   }
   RecordProperty("max_rel_error", std::to_string(worst));
   EXPECT_LT(worst, 2e-4) << "worst relative logit error " << worst;
+}
+
+// An f16 KV cache rounds K and V to 11 significant bits: logits stay within
+// a few 1e-4 of the float64 reference (f32 cache: < 1e-6).
+TEST_P(ForwardTest, F16KVCacheStaysCloseToFloat64Reference) {
+  const uint32_t seed = 4321;
+  RandomModel m(GetParam(), seed);
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> seqs(2);
+  const int lens[] = {19, 12};
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().n_vocab);
+  PagedRunner runner(m, /*block_size=*/4, /*num_threads=*/2, DType::kF16);
+  std::map<int, std::vector<std::vector<float>>> out;
+  runner.step({{0, 9}, {1, 12}}, seqs, out);
+  runner.step({{0, 9}}, seqs, out);
+  runner.step({{0, 1}}, seqs, out);
+  double worst = 0;
+  for (int i = 0; i < 2; ++i) {
+    const auto want = m.reference_logits(seqs[i]);
+    ASSERT_EQ(out[i].size(), want.size());
+    for (size_t p = 0; p < want.size(); ++p) worst = std::max(worst, max_rel_error(out[i][p], want[p]));
+  }
+  RecordProperty("max_rel_error", std::to_string(worst));
+  EXPECT_LT(worst, 5e-3) << "worst relative logit error " << worst;
+  EXPECT_GT(worst, 1e-7) << "an f16 cache should show its rounding";
 }
 
 TEST_P(ForwardTest, BatchingDoesNotChangeLogits) {

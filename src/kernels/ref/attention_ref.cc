@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp16.h"
 
 namespace pagoda::ref {
 
@@ -20,6 +21,9 @@ void paged_attention(const kernels::PagedKVView& kv, const int32_t* block_table,
     return static_cast<size_t>(block_table[j / bs]) * kv.block_stride +
            (static_cast<size_t>(kvh) * bs + j % bs) * hd;
   };
+  auto at = [&](const void* base, size_t i) -> double {
+    return kv.f16 ? fp16_to_fp32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+  };
   std::vector<double> scores;
   std::vector<double> acc(hd);
   for (int32_t i = 0; i < n_q; ++i) {
@@ -31,9 +35,9 @@ void paged_attention(const kernels::PagedKVView& kv, const int32_t* block_table,
       const float* qh = q + i * q_stride + static_cast<int64_t>(h) * hd;
       double max_score = -INFINITY;
       for (int32_t j = 0; j < n_keys; ++j) {
-        const float* k = kv.k + key_offset(kvh, j);
+        const size_t k = key_offset(kvh, j);
         double dot = 0;
-        for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
+        for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * at(kv.k, k + d);
         scores[j] = dot * scale;
         max_score = std::max(max_score, scores[j]);
       }
@@ -44,8 +48,8 @@ void paged_attention(const kernels::PagedKVView& kv, const int32_t* block_table,
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int32_t j = 0; j < n_keys; ++j) {
-        const float* v = kv.v + key_offset(kvh, j);
-        for (int32_t d = 0; d < hd; ++d) acc[d] += scores[j] * v[d];
+        const size_t v = key_offset(kvh, j);
+        for (int32_t d = 0; d < hd; ++d) acc[d] += scores[j] * at(kv.v, v + d);
       }
       float* oh = out + i * out_stride + static_cast<int64_t>(h) * hd;
       for (int32_t d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d] / sum);
