@@ -19,8 +19,10 @@ constexpr int32_t kKeyTile = 32;
 // 64 rows the transposed key tile (below) is built once per 64 rows.
 constexpr int32_t kRowTarget = 64;
 // Tiles with at least this many rows compute scores from a transposed copy
-// of the key tile (keys in lanes, no horizontal sums) when Ops supports it.
-constexpr int32_t kMinRowsTransposed = 16;
+// of the key tile (keys in lanes, no horizontal sums) when Ops supports it:
+// from 4 rows (a GQA decode group of 8 included) the transposes pay off
+// (bench/kernels/attention_bench.cc: -13..25% decode time at group 8).
+constexpr int32_t kMinRowsTransposed = 4;
 static_assert(kKeyTile == 32, "Avx512Ops::qk_tile computes 32 keys per row");
 
 int32_t max_rows(int32_t n_q, int32_t n_heads) {
