@@ -43,6 +43,11 @@ struct V {
   static F i8x16_to_f(const uint8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  static I i8x16_to_i32(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I add_i32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I mullo_i32(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static F half16_to_f(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

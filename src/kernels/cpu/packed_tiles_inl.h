@@ -6,7 +6,8 @@
 //   srli16 / slli16 (16-bit lanes), dot_u8s8(acc, w, x) (sum of 4 u8 x s8
 //   products per lane, w <= 63), dot_q8 and kQ8Offset (Q8_0 stored as
 //   q + 128), dot_s16 (pairs of i16), u8x32_to_i16, u8x16_to_f,
-//   i8x16_to_f, half16_to_f, bf16x16_to_f, load_f, cvt_i_f, zero_f,
+//   i8x16_to_f, i8x16_to_i32, add_i32, mullo_i32, half16_to_f,
+//   bf16x16_to_f, load_f, cvt_i_f, zero_f,
 //   set1_f, mul, fmadd, fnmadd, store_f.
 // A broadcast activation dword (or float) feeds all 16 rows of a group at
 // once, so a register tile of RG groups x T tokens reuses every weight
@@ -251,9 +252,11 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int r = 0; r < RG; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
   for (int64_t b = 0; b < nsb; ++b) {
-    VF dv[RG];
+    // Integer sum over the super-block: each 16-element half's exact dot
+    // times its int8 scale (|sum| < 2^28), one float FMA per super-block.
+    VI isb[RG][T];
     for (int r = 0; r < RG; ++r)
-      dv[r] = V::half16_to_f(meta[r] + b * kPackQ6KMeta + 256);
+      for (int t = 0; t < T; ++t) isb[r][t] = V::zero_i();
     for (int j = 0; j < 8; ++j) {
       for (int half = 0; half < 2; ++half) {
         VI is[RG][T];
@@ -281,16 +284,16 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
         step(std::integral_constant<int, 1>{});
         step(std::integral_constant<int, 2>{});
         step(std::integral_constant<int, 3>{});
-        VF sc[RG];
         for (int r = 0; r < RG; ++r) {
-          sc[r] = V::mul(V::i8x16_to_f(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half)), dv[r]);
-        }
-        for (int t = 0; t < T; ++t) {
-          const VF dx = V::set1_f(xd[t][b]);
-          for (int r = 0; r < RG; ++r)
-            acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(sc[r], dx), acc[r][t]);
+          const VI sc = V::i8x16_to_i32(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half));
+          for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
         }
       }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const VF dv = V::half16_to_f(meta[r] + b * kPackQ6KMeta + 256);
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
     }
   }
   for (int t = 0; t < T; ++t)
