@@ -68,6 +68,7 @@ struct V {
     return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(p))), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(p + 8)))};
   }
   static I i8x16_to_i32(const uint8_t* p) { return {_mm256_cvtepi8_epi32(load64(p)), _mm256_cvtepi8_epi32(load64(p + 8))}; }
+  static I u8x16_to_i32(const uint8_t* p) { return {_mm256_cvtepu8_epi32(load64(p)), _mm256_cvtepu8_epi32(load64(p + 8))}; }
   static I add_i32(I a, I b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
   static I mullo_i32(I a, I b) { return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)}; }
   static F half16_to_f(const uint8_t* p) { return {_mm256_cvtph_ps(load128(p)), _mm256_cvtph_ps(load128(p + 16))}; }

@@ -46,6 +46,9 @@ struct V {
   static I i8x16_to_i32(const uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static I u8x16_to_i32(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static I add_i32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mullo_i32(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static F half16_to_f(const uint8_t* p) {

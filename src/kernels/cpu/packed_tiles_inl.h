@@ -6,7 +6,7 @@
 //   srli16 / slli16 (16-bit lanes), dot_u8s8(acc, w, x) (sum of 4 u8 x s8
 //   products per lane, w <= 63), dot_q8 and kQ8Offset (Q8_0 stored as
 //   q + 128), dot_s16 (pairs of i16), u8x32_to_i16, u8x16_to_f,
-//   i8x16_to_f, i8x16_to_i32, add_i32, mullo_i32, half16_to_f,
+//   i8x16_to_f, i8x16_to_i32, u8x16_to_i32, add_i32, mullo_i32, half16_to_f,
 //   bf16x16_to_f, load_f, cvt_i_f, zero_f,
 //   set1_f, mul, fmadd, fnmadd, store_f.
 // A broadcast activation dword (or float) feeds all 16 rows of a group at
@@ -165,9 +165,11 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int r = 0; r < RG; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
   for (int64_t b = 0; b < nsb; ++b) {
-    VF dv[RG];
+    // Integer sum over the super-block: each sub-block's exact dot times
+    // its 6-bit scale (|sum| < 2^27), one float FMA per super-block.
+    VI isb[RG][T];
     for (int r = 0; r < RG; ++r)
-      dv[r] = V::half16_to_f(meta[r] + b * kPackQ4KMeta);
+      for (int t = 0; t < T; ++t) isb[r][t] = V::zero_i();
     for (int j = 0; j < 8; ++j) {
       VI is[RG][T];
       for (int r = 0; r < RG; ++r)
@@ -184,15 +186,15 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
           }
         }
       }
-      VF sc[RG];
       for (int r = 0; r < RG; ++r) {
-        sc[r] = V::mul(V::u8x16_to_f(meta[r] + b * kPackQ4KMeta + 64 + 16 * j), dv[r]);
+        const VI sc = V::u8x16_to_i32(meta[r] + b * kPackQ4KMeta + 64 + 16 * j);
+        for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
       }
-      for (int t = 0; t < T; ++t) {
-        const VF dx = V::set1_f(xd[t][b]);
-        for (int r = 0; r < RG; ++r)
-          acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(sc[r], dx), acc[r][t]);
-      }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const VF dv = V::half16_to_f(meta[r] + b * kPackQ4KMeta);
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
     }
     VI ms[RG][T];
     for (int r = 0; r < RG; ++r)
