@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <cstdio>
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/pack.h"
@@ -15,10 +15,11 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
+// Null when the memory is not there.
 uint8_t* alloc_huge(size_t bytes) {
   const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, size) != 0) throw std::bad_alloc();
+  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
 #if defined(MADV_HUGEPAGE)
   madvise(p, size, MADV_HUGEPAGE);  // advisory: fine if THP is off
 #endif
@@ -60,6 +61,10 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
   if (total == 0) return 0;
   // One arena: small matrices do not each round up to a 2 MiB page.
   uint8_t* arena = alloc_huge(total);
+  if (arena == nullptr) {  // keep serving from the row layout
+    std::fprintf(stderr, "pagoda: cannot allocate %zu bytes to repack weights; using the row layout\n", total);
+    return 0;
+  }
   buffers_.emplace_back(arena);
   size_t used = 0;
   for (int i = 0; i < n; ++i) {
