@@ -3,9 +3,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/pack.h"
