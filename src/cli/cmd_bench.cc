@@ -55,12 +55,15 @@ double drain(Engine& e) {
 int bench_model(int argc, char** argv) {
   CLI::App app("Prefill (pp) and decode (tg) speed, like llama-bench", "bench model");
   std::string model = default_model_path();
-  int32_t n_prompt = 512, n_gen = 128, reps = 5, threads = 0;
+  int32_t n_prompt = 512, n_gen = 128, reps = 5, threads = 0, depth = 0;
   bool json = false;
   app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-n,--n-gen", n_gen, "generated tokens (0 = skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-r,--repetitions", reps, "repetitions")->check(CLI::Range(1, 1000));
+  app.add_option("-d,--n-depth", depth,
+                 "tokens already in the context before each test (rounded down to the KV block size)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", json, "print JSON (llama-bench field names)");
   std::string kv_type = "f32";
@@ -71,7 +74,8 @@ int bench_model(int argc, char** argv) {
   cfg.num_threads = threads;
   cfg.kv_cache_dtype = kv_dtype(kv_type);
   cfg.sched.max_num_batched_tokens = std::max(n_prompt, 512);
-  cfg.max_model_len = std::max(n_prompt, n_gen) + 8;
+  depth = depth / cfg.block_size * cfg.block_size;  // whole blocks: the prefix cache holds them exactly
+  cfg.max_model_len = depth + std::max(n_prompt, n_gen) + 8;
   auto probe = Engine::create(model, EngineConfig{});
   if (!probe) {
     std::fprintf(stderr, "pagoda bench model: error: %s\n", probe.status().message().c_str());
@@ -96,20 +100,38 @@ int bench_model(int argc, char** argv) {
       RequestSpec spec;
       spec.sampling.temperature = 0;
       spec.ignore_eos = true;
-      spec.prompt = pp > 0 ? random_tokens(e.tokenizer(), pp, rng) : random_tokens(e.tokenizer(), 1, rng);
+      // Depth: an untimed request fills the context; the timed one repeats
+      // it as a prefix (served from the prefix cache) and adds the test.
+      std::vector<int32_t> ctx = random_tokens(e.tokenizer(), depth, rng);
+      if (depth > 0) {
+        spec.prompt = ctx;
+        spec.max_tokens = 1;
+        if (!e.add_request(spec).is_ok()) return false;
+        drain(e);
+      }
+      const int64_t cached_before = e.stats().num_cached_prompt_tokens;
+      spec.prompt = ctx;
+      const auto add = random_tokens(e.tokenizer(), pp > 0 ? pp : 1, rng);
+      spec.prompt.insert(spec.prompt.end(), add.begin(), add.end());
       spec.max_tokens = pp > 0 ? 1 : tg;
       if (!e.add_request(spec).is_ok()) return false;
       const double secs = drain(e);
+      if (e.stats().num_cached_prompt_tokens - cached_before < depth) {
+        std::fprintf(stderr, "pagoda bench model: error: the depth prefix was not served from the prefix cache\n");
+        return false;
+      }
       if (r >= 0) ts.push_back((pp > 0 ? pp : tg) / secs);
     }
     const MeanStd ms = mean_std(ts);
     nlohmann::json j = {{"model_filename", model},  {"model_type", mc.arch + " " + mc.name},
                         {"model_size", e.weight_bytes()}, {"n_threads", threads > 0 ? threads : default_num_threads()},
-                        {"n_prompt", pp}, {"n_gen", tg}, {"test", pp > 0 ? "pp" + std::to_string(pp) : "tg" + std::to_string(tg)},
+                        {"n_prompt", pp}, {"n_gen", tg}, {"n_depth", depth},
+                        {"test", (pp > 0 ? "pp" + std::to_string(pp) : "tg" + std::to_string(tg)) +
+                                     (depth > 0 ? " @ d" + std::to_string(depth) : "")},
                         {"avg_ts", ms.mean}, {"stddev_ts", ms.stddev}, {"samples_ts", ts}};
     results.push_back(j);
     if (!json)
-      std::printf("| %-40s | %6s | %10.2f ± %.2f tok/s |\n", model.c_str(), j["test"].get<std::string>().c_str(),
+      std::printf("| %-40s | %13s | %10.2f ± %.2f tok/s |\n", model.c_str(), j["test"].get<std::string>().c_str(),
                   ms.mean, ms.stddev);
     return true;
   };

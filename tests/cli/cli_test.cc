@@ -78,6 +78,15 @@ TEST(Cli, MakeModelThenGenerate) {
   std::filesystem::remove(path);
 }
 
+// llama-bench style JSON, with a context depth served from the prefix cache.
+TEST(Cli, BenchModelJsonWithDepth) {
+  const auto r = run("bench model -m " + kStories + " -p 16 -n 8 -d 40 -r 1 -t 2 --json --kv-cache-dtype f16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* field : {"\"n_prompt\"", "\"n_gen\"", "\"avg_ts\"", "\"stddev_ts\"", "\"n_depth\": 32",
+                            "\"pp16 @ d32\"", "\"tg8 @ d32\""})
+    EXPECT_NE(r.out.find(field), std::string::npos) << field << " in " << r.out;
+}
+
 struct BadCase {
   const char* name;
   std::string args;
@@ -106,6 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"UnknownFlag", "generate -m " + kStories + " -p hi --bogus"},
                       BadCase{"PromptTooLong", "generate -m " + kStories + " -p hi -c 1"},
                       BadCase{"TinyKvCache", "generate -m " + kStories + " -p hi --kv-cache-mem 0.001"},
+                      BadCase{"BadKvDtype", "generate -m " + kStories + " -p hi --kv-cache-dtype q8"},
+                      BadCase{"BenchNegativeDepth", "bench model -m " + kStories + " -d -5"},
                       BadCase{"TokenizeNoText", "tokenize -m " + kStories},
                       BadCase{"TokenizeBadFile", "tokenize -m /nonexistent -p hi"},
                       BadCase{"MakeModelBadPreset", "make-model --preset huge -o /tmp/x.gguf"},
