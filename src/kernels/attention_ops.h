@@ -26,14 +26,19 @@ namespace pagoda::kernels::attention_internal {
 inline float to_f(float x) { return x; }
 inline float to_f(uint16_t h) { return fp16_to_fp32(h); }
 
-struct ScalarOps {
-  static constexpr const char* kName = "scalar";
+// Ops without the transposed-key score path (attention.cc never calls
+// these when kHasQkTile is false; they only let the template compile).
+struct NoQkTile {
   static constexpr bool kHasQkTile = false;
   static void qk_tile(const float* const*, int32_t, const float*, int32_t, float, float*) {}
   template <class E>
   static void transpose_keys(const E* const*, int32_t, int32_t, float*) {}
   static float row_max(const float*, int32_t) { return 0; }
   static float exp_sum(const float*, int32_t, float, float*) { return 0; }
+};
+
+struct ScalarOps : NoQkTile {
+  static constexpr const char* kName = "scalar";
   template <class E>
   static void dot_keys(const float* q, const E* const* keys, int32_t n, int32_t hd, float* s) {
     for (int32_t j = 0; j < n; ++j) {
@@ -166,14 +171,7 @@ struct Avx2Vec {
     return _mm_cvtss_f32(s);
   }
 };
-struct Avx2Ops : SimdOps<Avx2Vec> {
-  static constexpr bool kHasQkTile = false;
-  static void qk_tile(const float* const*, int32_t, const float*, int32_t, float, float*) {}
-  template <class E>
-  static void transpose_keys(const E* const*, int32_t, int32_t, float*) {}
-  static float row_max(const float*, int32_t) { return 0; }
-  static float exp_sum(const float*, int32_t, float, float*) { return 0; }
-};
+struct Avx2Ops : SimdOps<Avx2Vec>, NoQkTile {};
 #endif
 
 #if defined(__AVX512F__)

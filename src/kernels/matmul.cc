@@ -113,6 +113,14 @@ cpu::MatmulArgs make_args(const WeightView& w, const IsaKernels& k, int kind) {
   return a;
 }
 
+// Whether every row of w goes to the packed kernel (row splits are
+// multiples of 16): then the row-layout tiles' lane-wise activation scales
+// (ActQ8::d16 / s16) are not needed.
+bool all_rows_packed(const WeightView& w, const IsaKernels& k, int kind) {
+  return w.packed != nullptr && k.packed[kind] != nullptr && w.packed_rows == w.n_out &&
+         w.n_out % cpu::kPackRows == 0;
+}
+
 // Rows [r0, r1): whole packed groups through the packed kernel, the rest
 // (unaligned edges, rows past packed_rows) through the row kernel.
 void run_rows(const IsaKernels& k, int kind, const cpu::MatmulArgs& a, int64_t packed_rows, int64_t r0,
@@ -154,7 +162,8 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
   args.y = y;
   args.y_stride = y_stride;
   if (fmt != ActFormat::kFloat)
-    args.act = quantize_acts(fmt, x, x_stride, n_tokens, w.n_in, k.wants_pair_scales, pool);
+    args.act = quantize_acts(fmt, x, x_stride, n_tokens, w.n_in,
+                             k.wants_pair_scales && !all_rows_packed(w, k, kind), pool);
   const int64_t n_out = w.n_out;
   if (pool.num_threads() == 1 || n_out < 2) {
     run_rows(k, kind, args, w.packed_rows, 0, n_out);
@@ -194,7 +203,12 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
   const IsaKernels& k = table();
   cpu::ActQ8 act{};
-  if (fmt != ActFormat::kFloat) act = quantize_acts(fmt, x, x_stride, n_tokens, ws[0]->n_in, k.wants_pair_scales, pool);
+  // Weight offsets in the concatenation stay multiples of 16 when every
+  // weight is fully packed (all_rows_packed requires n_out % 16 == 0).
+  bool pair_scales = false;
+  for (int i = 0; i < n_weights; ++i) pair_scales = pair_scales || !all_rows_packed(*ws[i], k, kind);
+  if (fmt != ActFormat::kFloat)
+    act = quantize_acts(fmt, x, x_stride, n_tokens, ws[0]->n_in, k.wants_pair_scales && pair_scales, pool);
   struct Fused {
     cpu::MatmulArgs args[kMaxWeights];
     int64_t packed_rows[kMaxWeights];

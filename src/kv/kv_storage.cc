@@ -65,10 +65,9 @@ KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size,
       num_kv_heads_(num_kv_heads),
       head_dim_(head_dim),
       dtype_(dtype),
-      elem_bytes_(dtype == DType::kF16 ? 2 : 4),
       block_stride_(static_cast<size_t>(num_kv_heads) * block_size * head_dim),
       layer_stride_(block_stride_ * num_blocks) {
-  const size_t n = layer_stride_ * num_layers * elem_bytes_;
+  const size_t n = layer_stride_ * num_layers * element_bytes();
   k_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
   if (k_ != nullptr) v_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
 }
@@ -95,7 +94,7 @@ Result<std::unique_ptr<KVStorage>> KVStorage::create(int32_t num_layers, int32_t
 
 size_t KVStorage::offset(int32_t layer, int32_t block) const {
   PAGODA_DCHECK(layer >= 0 && layer < num_layers_ && block >= 0 && block < num_blocks_);
-  return (layer_stride_ * layer + block_stride_ * block) * elem_bytes_;
+  return (layer_stride_ * layer + block_stride_ * block) * element_bytes();
 }
 
 void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const float* v_token) {
@@ -125,7 +124,7 @@ void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const f
 void KVStorage::copy_block(int32_t src, int32_t dst) {
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
   if (src == dst) return;
-  const size_t bytes = block_stride_ * elem_bytes_;
+  const size_t bytes = block_stride_ * element_bytes();
   for (int32_t l = 0; l < num_layers_; ++l) {
     std::memcpy(k_.get() + offset(l, dst), k_.get() + offset(l, src), bytes);
     std::memcpy(v_.get() + offset(l, dst), v_.get() + offset(l, src), bytes);
@@ -135,7 +134,7 @@ void KVStorage::copy_block(int32_t src, int32_t dst) {
 void KVStorage::copy_block_to(int32_t src, KVStorage& d, int32_t dst) const {
   PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_stride_ == block_stride_ && d.dtype_ == dtype_);
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < d.num_blocks_);
-  const size_t bytes = block_stride_ * elem_bytes_;
+  const size_t bytes = block_stride_ * element_bytes();
   for (int32_t l = 0; l < num_layers_; ++l) {
     std::memcpy(d.k_.get() + d.offset(l, dst), k_.get() + offset(l, src), bytes);
     std::memcpy(d.v_.get() + d.offset(l, dst), v_.get() + offset(l, src), bytes);

@@ -41,7 +41,7 @@ class KVStorage {
   const void* v_data(int32_t layer) const { return v_.get() + offset(layer, 0); }
 
   DType dtype() const { return dtype_; }
-  size_t element_bytes() const { return elem_bytes_; }
+  size_t element_bytes() const { return dtype_ == DType::kF16 ? 2 : 4; }
   // Elements per block per layer = num_kv_heads * block_size * head_dim.
   size_t block_stride() const { return block_stride_; }
 
@@ -57,7 +57,7 @@ class KVStorage {
   // K + V bytes of one block over all layers.
   static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
                                 DType dtype = DType::kF32);
-  size_t num_bytes() const { return 2 * layer_stride_ * num_layers_ * elem_bytes_; }
+  size_t num_bytes() const { return 2 * layer_stride_ * num_layers_ * element_bytes(); }
 
   int32_t num_layers() const { return num_layers_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -85,7 +85,6 @@ class KVStorage {
   int32_t num_kv_heads_;
   int32_t head_dim_;
   DType dtype_;
-  size_t elem_bytes_;
   size_t block_stride_;  // elements
   size_t layer_stride_;  // elements
   std::unique_ptr<uint8_t[], Unmap> k_;

@@ -53,6 +53,22 @@ struct MatmulArgs {
   int64_t y_stride = 0;
 };
 
+// Pointers to T tokens' Q8_K activations (from token t0): int8 values,
+// per-256 scales and per-16 sums. Shared by the row and packed K-quant tiles.
+template <int T>
+struct KActs {
+  const int8_t* xq[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  KActs(const MatmulArgs& a, int64_t t0) {
+    for (int t = 0; t < T; ++t) {
+      xq[t] = a.act.qs + (t0 + t) * a.n_in;
+      xd[t] = a.act.d + (t0 + t) * (a.n_in / kActBlockK);
+      bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+    }
+  }
+};
+
 // Computes y[t][r] for r in [r0, r1) and every token. Packed kernels read
 // args.wp and need r0, r1 multiples of 16.
 using RowsFn = void (*)(const MatmulArgs& args, int64_t r0, int64_t r1);

@@ -14,6 +14,13 @@
 // vector T times and every activation RG times; outputs of 16 rows are
 // stored as one vector.
 
+// Sets every entry of a register tile.
+template <class X, int RG, int T>
+inline void fill(X (&tile)[RG][T], X v) {
+  for (int r = 0; r < RG; ++r)
+    for (int t = 0; t < T; ++t) tile[r][t] = v;
+}
+
 inline VI bcast32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -88,8 +95,7 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     xsf[t] = a.act.s + (t0 + t) * nb;
   }
   VF acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  fill(acc, V::zero_f());
   for (int64_t b = 0; b < nb; ++b) {
     VI is[RG][T];
     for (int t = 0; t < T; ++t) {
@@ -127,22 +133,6 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
 }
 
-// Pointers to T tokens' Q8_K activations: int8 values, per-256 scales and
-// per-16 sums.
-template <int T>
-struct QKActs {
-  const int8_t* x[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  QKActs(const MatmulArgs& a, int64_t t0) {
-    for (int t = 0; t < T; ++t) {
-      x[t] = a.act.qs + (t0 + t) * a.n_in;
-      xd[t] = a.act.d + (t0 + t) * (a.n_in / 256);
-      bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-    }
-  }
-};
-
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
 // zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
 // sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
@@ -157,23 +147,20 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
     q[r] = a.wp + (g + r) * a.group_bytes;
     meta[r] = q[r] + nsb * 8 * kSub;
   }
-  const QKActs<T> acts(a, t0);
-  const int8_t* const* x = acts.x;
+  const KActs<T> acts(a, t0);
+  const int8_t* const* x = acts.xq;
   const float* const* xd = acts.xd;
   const int16_t* const* bs = acts.bs;
   VF acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  fill(acc, V::zero_f());
   for (int64_t b = 0; b < nsb; ++b) {
     // Integer sum over the super-block: each sub-block's exact dot times
     // its 6-bit scale (|sum| < 2^27), one float FMA per super-block.
     VI isb[RG][T];
-    for (int r = 0; r < RG; ++r)
-      for (int t = 0; t < T; ++t) isb[r][t] = V::zero_i();
+    fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
       VI is[RG][T];
-      for (int r = 0; r < RG; ++r)
-        for (int t = 0; t < T; ++t) is[r][t] = V::zero_i();
+      fill(is, V::zero_i());
       for (int i = 0; i < 4; ++i) {
         VI w0[RG], w1[RG];
         for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * kSub, i, w0[r], w1[r]);
@@ -197,8 +184,7 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
         acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
     }
     VI ms[RG][T];
-    for (int r = 0; r < RG; ++r)
-      for (int t = 0; t < T; ++t) ms[r][t] = V::zero_i();
+    fill(ms, V::zero_i());
     for (int p = 0; p < 4; ++p) {
       VI mv[RG];
       for (int r = 0; r < RG; ++r)
@@ -245,20 +231,18 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
     high[r] = low[r] + nsb * kPackQ6KLow;
     meta[r] = high[r] + nsb * kPackQ6KHigh;
   }
-  const QKActs<T> acts(a, t0);
-  const int8_t* const* x = acts.x;
+  const KActs<T> acts(a, t0);
+  const int8_t* const* x = acts.xq;
   const float* const* xd = acts.xd;
   const int16_t* const* bs = acts.bs;
   const VI m4 = V::set1_i8(0x0F);
   VF acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  fill(acc, V::zero_f());
   for (int64_t b = 0; b < nsb; ++b) {
     // Integer sum over the super-block: each 16-element half's exact dot
     // times its int8 scale (|sum| < 2^28), one float FMA per super-block.
     VI isb[RG][T];
-    for (int r = 0; r < RG; ++r)
-      for (int t = 0; t < T; ++t) isb[r][t] = V::zero_i();
+    fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
       for (int half = 0; half < 2; ++half) {
         VI is[RG][T];
@@ -322,8 +306,7 @@ void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
   const float* x[T];
   for (int t = 0; t < T; ++t) x[t] = a.x + (t0 + t) * a.x_stride;
   VF acc[RG][T];
-  for (int r = 0; r < RG; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero_f();
+  fill(acc, V::zero_f());
   const int64_t n = a.n_in;
   for (int64_t k = 0; k < n; ++k) {
     VF wv[RG];

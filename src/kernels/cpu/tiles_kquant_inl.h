@@ -1,22 +1,8 @@
 // Tiles for the K-quants (256-element super-blocks) against Q8_K
 // activations: one row x T tokens. Integer sums per super-block (sub-block
 // scales applied with madd / vpdpwssd), one float FMA per super-block.
-// Textually included by the ISA translation units.
-
-template <int T>
-struct KActs {
-  const int8_t* xq[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  KActs(const MatmulArgs& a, int64_t t0) {
-    const int64_t nb = a.n_in / kQK_K;
-    for (int t = 0; t < T; ++t) {
-      xq[t] = a.act.qs + (t0 + t) * a.n_in;
-      xd[t] = a.act.d + (t0 + t) * nb;
-      bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-    }
-  }
-};
+// Textually included by the ISA translation units. Activation pointers:
+// KActs (kernel_table.h).
 
 // The 12 packed bytes of 6-bit (scale, min) pairs -> sc[0..7], mn[0..7]
 // (same result as ref::get_scale_min_k4 for j = 0..7, with word operations).
