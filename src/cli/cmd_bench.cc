@@ -83,7 +83,7 @@ int bench_model(int argc, char** argv) {
   }
   const ModelConfig mc = (*probe)->model_config();
   probe->reset();
-  cfg.kv_cache_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.n_layer, cfg.block_size, mc.n_head_kv,
+  cfg.kv_cache_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, cfg.block_size, mc.num_kv_heads,
                                                                        mc.head_dim, cfg.kv_cache_dtype)) *
                        ((cfg.max_model_len + cfg.block_size - 1) / cfg.block_size + 1);
   auto engine = Engine::create(model, cfg);

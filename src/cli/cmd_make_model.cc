@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/make_model.h"
+#include "testing/make_model.h"
 
 namespace pagoda::cli {
 namespace {
@@ -33,7 +33,7 @@ int cmd_make_model(int argc, char** argv) {
   uint64_t seed = 42;
   bool tied = false;
   int threads = 0;
-  int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, n_ctx = 0;
+  int64_t num_layers = 0, hidden_size = 0, num_heads = 0, num_kv_heads = 0, ffn_size = 0, vocab_size = 0, n_ctx = 0;
   double rope_base = 0;
   app.add_option("--preset", preset, "model shape: " + presets)->required();
   app.add_option("--dtype", dtype_name,
@@ -41,19 +41,19 @@ int cmd_make_model(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-o,--output", out, "output GGUF file")->required();
   app.add_option("--vocab-from", vocab_from,
-                 "copy the tokenizer of this GGUF file (sets n_vocab); default: a built-in byte-level BPE");
+                 "copy the tokenizer of this GGUF file (sets vocab_size); default: a built-in byte-level BPE");
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--arch", arch, "architecture: llama or qwen2 (default: llama)");
   app.add_option("--name", name, "general.name (default: pagoda-random-<preset>)");
   app.add_flag("--tied", tied, "tied embeddings: no output.weight");
   app.add_option("--threads", threads, "worker threads (default: physical cores)");
   auto* g = app.add_option_group("shape overrides");
-  g->add_option("--n-layer", n_layer, "number of layers");
-  g->add_option("--n-embd", n_embd, "embedding width");
-  g->add_option("--n-head", n_head, "attention heads");
-  g->add_option("--n-head-kv", n_head_kv, "key/value heads");
-  g->add_option("--n-ff", n_ff, "feed-forward width");
-  g->add_option("--n-vocab", n_vocab, "vocabulary size (built-in vocabulary only)");
+  g->add_option("--n-layer", num_layers, "number of layers");
+  g->add_option("--n-embd", hidden_size, "embedding width");
+  g->add_option("--n-head", num_heads, "attention heads");
+  g->add_option("--n-head-kv", num_kv_heads, "key/value heads");
+  g->add_option("--n-ff", ffn_size, "feed-forward width");
+  g->add_option("--n-vocab", vocab_size, "vocabulary size (built-in vocabulary only)");
   g->add_option("--ctx", n_ctx, "context length");
   g->add_option("--rope-base", rope_base, "RoPE frequency base");
 
@@ -79,10 +79,10 @@ int cmd_make_model(int argc, char** argv) {
   if (!dtype.is_ok()) return fail(dtype.status().message(), 2);
   opts.dtype = dtype.value();
   const std::pair<const char*, int64_t*> overrides[] = {
-      {"--n-layer", &n_layer}, {"--n-embd", &n_embd}, {"--n-head", &n_head}, {"--n-head-kv", &n_head_kv},
-      {"--n-ff", &n_ff},       {"--n-vocab", &n_vocab}, {"--ctx", &n_ctx}};
-  int64_t* fields[] = {&opts.shape.n_layer, &opts.shape.n_embd, &opts.shape.n_head, &opts.shape.n_head_kv,
-                       &opts.shape.n_ff,    &opts.shape.n_vocab, &opts.shape.n_ctx};
+      {"--n-layer", &num_layers}, {"--n-embd", &hidden_size}, {"--n-head", &num_heads}, {"--n-head-kv", &num_kv_heads},
+      {"--n-ff", &ffn_size},       {"--n-vocab", &vocab_size}, {"--ctx", &n_ctx}};
+  int64_t* fields[] = {&opts.shape.num_layers, &opts.shape.hidden_size, &opts.shape.num_heads, &opts.shape.num_kv_heads,
+                       &opts.shape.ffn_size,    &opts.shape.vocab_size, &opts.shape.n_ctx};
   for (size_t k = 0; k < std::size(overrides); ++k) {
     if (app.count(overrides[k].first)) *fields[k] = *overrides[k].second;
   }
@@ -102,7 +102,7 @@ int cmd_make_model(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& note : plan->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   std::printf("wrote %s: %s, %lld layers, %.2fM params, %s, %.1f MiB of weights in %.2f s\n", out.c_str(),
-              opts.shape.arch.c_str(), static_cast<long long>(opts.shape.n_layer), plan->num_params / 1e6,
+              opts.shape.arch.c_str(), static_cast<long long>(opts.shape.num_layers), plan->num_params / 1e6,
               std::string(dtype_name).c_str(), plan->num_bytes / 1048576.0, secs);
   return 0;
 }

@@ -13,9 +13,10 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "gguf/gguf_file.h"
+#include "engine/model_runner.h"
 #include "kv/kv_cache_manager.h"
-#include "kv/kv_storage.h"
 #include "model/llama_model.h"
+#include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::cli {
@@ -51,8 +52,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (!lm) return fail(lm.status().message());
   auto tok = Tokenizer::from_gguf(**file);
   if (!tok) return fail(tok.status().message());
-  const ModelConfig& c = (*lm)->config();
-  if (n_ctx == 0) n_ctx = c.n_ctx_train;
+  if (n_ctx == 0) n_ctx = (*lm)->config().train_context_len;
   if (n_ctx < 4) return fail("the window must be at least 4 tokens");
 
   const std::vector<int32_t> tokens = (*tok)->encode(ss.str(), true, false);
@@ -62,37 +62,38 @@ int cmd_perplexity(int argc, char** argv) {
     return fail("the file has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
                 std::to_string(n_ctx));
 
-  const int32_t bs = 16;
-  const int32_t num_blocks = (n_ctx + bs - 1) / bs;
-  KVCacheManager kv(num_blocks, bs);
-  KVStorage storage(c.n_layer, num_blocks, bs, c.n_head_kv, c.head_dim);
-  ThreadPool pool(threads > 0 ? threads : default_num_threads());
-  (*lm)->repack(pool);
+  // One sequence, run through the same ModelRunner as the engine: each
+  // window is one scheduled slice whose last n_ctx - first logits are kept.
+  RunnerConfig rc;
+  rc.num_threads = threads;
+  rc.num_blocks = (n_ctx + rc.block_size - 1) / rc.block_size;
+  KVCacheManager kv(static_cast<int32_t>(rc.num_blocks), rc.block_size);
+  auto runner = ModelRunner::create(std::move(*lm), rc);
+  if (!runner) return fail(runner.status().message());
+  const ModelConfig& c = (*runner)->config();
   const int32_t first = n_ctx / 2;
-  std::vector<float> logits(static_cast<size_t>(n_ctx - 1 - first) * c.n_vocab);
   double nll = 0;
   int64_t count = 0;
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
-    std::vector<int32_t> window(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-    if ((*tok)->bos_id() >= 0) window[0] = (*tok)->bos_id();
-    kv.free(SeqId{0});
-    if (!kv.allocate_slots(SeqId{0}, n_ctx)) return fail("internal: KV allocation failed");
-    ForwardBatch b;
-    b.tokens = window;
-    for (int32_t p = 0; p < n_ctx; ++p) {
-      b.positions.push_back(p);
-      b.slots.push_back(kv.slot_of(SeqId{0}, p));
-    }
-    for (int32_t p = first; p < n_ctx - 1; ++p) b.logit_rows.push_back(p);
-    b.seqs.push_back({0, n_ctx, n_ctx, kv.block_table(SeqId{0}).data()});
-    (*lm)->forward(b, storage, pool, logits.data());
-    for (size_t r = 0; r < b.logit_rows.size(); ++r) {
-      const float* row = &logits[r * c.n_vocab];
+    Sequence seq;
+    seq.seq_id = SeqId{ch};
+    seq.tokens.assign(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
+    if ((*tok)->bos_id() >= 0) seq.tokens[0] = (*tok)->bos_id();
+    seq.num_prompt_tokens = n_ctx;
+    if (!kv.allocate_slots(seq.seq_id, n_ctx)) return fail("internal: KV allocation failed");
+    SchedulerOutput step;
+    step.scheduled.push_back({&seq, n_ctx, n_ctx - first});
+    step.num_batched_tokens = n_ctx;
+    const std::span<const float> logits = (*runner)->execute(step, kv);
+    kv.free(seq.seq_id);
+    // Row r holds the logits at position first + r, predicting the token after it.
+    for (int32_t r = 0; first + r + 1 < n_ctx; ++r) {
+      const float* row = &logits[static_cast<size_t>(r) * c.vocab_size];
       double mx = row[0];
-      for (int32_t v = 1; v < c.n_vocab; ++v) mx = std::max<double>(mx, row[v]);
+      for (int32_t v = 1; v < c.vocab_size; ++v) mx = std::max<double>(mx, row[v]);
       double sum = 0;
-      for (int32_t v = 0; v < c.n_vocab; ++v) sum += std::exp(row[v] - mx);
-      const int32_t target = window[b.logit_rows[r] + 1];
+      for (int32_t v = 0; v < c.vocab_size; ++v) sum += std::exp(row[v] - mx);
+      const int32_t target = seq.tokens[first + r + 1];
       nll += mx + std::log(sum) - row[target];
       ++count;
     }

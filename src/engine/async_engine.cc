@@ -150,7 +150,7 @@ void AsyncEngine::loop() {
     snapshot_.num_waiting = sch.num_waiting();
     snapshot_.num_swapped = sch.num_swapped();
     snapshot_.num_kv_blocks = kv.num_blocks();
-    snapshot_.num_free_kv_blocks = kv.num_free_blocks();
+    snapshot_.num_available_kv_blocks = kv.num_available_blocks();
     snapshot_.kv_usage = kv.utilization();
     snapshot_.kv_waste = kv.kv_waste();
     snapshot_.num_preemptions = sch.num_preemptions();

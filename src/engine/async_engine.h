@@ -44,7 +44,7 @@ struct EngineSnapshot {
   int32_t num_waiting = 0;
   int32_t num_swapped = 0;
   int32_t num_kv_blocks = 0;
-  int32_t num_free_kv_blocks = 0;
+  int32_t num_available_kv_blocks = 0;
   double kv_usage = 0;  // used blocks / total
   double kv_waste = 0;
   int64_t num_preemptions = 0;

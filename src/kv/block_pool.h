@@ -7,16 +7,11 @@
 #include <optional>
 #include <vector>
 
+#include "core/ids.h"
 #include "core/status.h"
 
 namespace pagoda {
 
-// Index of a block in the pool (and in KVStorage). A distinct type so it
-// cannot be swapped with token counts or positions by mistake.
-struct BlockId {
-  int32_t value = -1;
-  bool operator==(const BlockId&) const = default;
-};
 
 class BlockPool {
  public:

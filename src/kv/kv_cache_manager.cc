@@ -35,33 +35,58 @@ int32_t KVCacheManager::num_blocks_needed(SeqId seq, int32_t num_total_tokens) c
   PAGODA_CHECK(num_total_tokens >= 0);
   auto it = seqs_.find(seq);
   int32_t have = it == seqs_.end() ? 0 : static_cast<int32_t>(it->second.table.size());
-  int32_t want = blocks_for(num_total_tokens);
+  int32_t want = num_blocks_for(num_total_tokens);
   return want > have ? want - have : 0;
 }
 
 bool KVCacheManager::can_allocate(SeqId seq, int32_t num_total_tokens) const {
-  return num_blocks_needed(seq, num_total_tokens) <= num_free_blocks();
+  return num_blocks_needed(seq, num_total_tokens) <= num_available_blocks();
 }
 
-int32_t KVCacheManager::num_free_blocks() const {
+bool KVCacheManager::can_write(SeqId seq, int32_t pos_begin, int32_t pos_end) const {
+  return num_blocks_needed(seq, pos_end) + num_cow_blocks_needed(seq, pos_begin, pos_end) <= num_available_blocks();
+}
+
+bool KVCacheManager::can_admit(std::span<const int32_t> tokens, int32_t num_total_tokens) const {
+  const int32_t cached_blocks = num_cached_prefix_tokens(tokens) / block_size_;
+  // Reused blocks become pinned: they stop counting as evictable.
+  const int32_t reused_evictable =
+      prefix_ && cached_blocks > 0 ? prefix_->num_evictable_in_prefix(tokens, cached_blocks) : 0;
+  const int32_t need = std::max(0, num_blocks_for(num_total_tokens) - cached_blocks);
+  return need <= num_available_blocks() - reused_evictable;
+}
+
+int32_t KVCacheManager::num_available_blocks() const {
   return pool_.num_free() + (prefix_ ? prefix_->num_evictable() : 0);
 }
 
 bool KVCacheManager::ensure_free(int32_t need) {
   if (need <= pool_.num_free()) return true;
-  if (!prefix_ || need > num_free_blocks()) return false;
+  if (!prefix_ || need > num_available_blocks()) return false;
   prefix_->evict(need - pool_.num_free());
   return need <= pool_.num_free();
 }
 
+void KVCacheManager::incref(BlockId b) {
+  pool_.incref(b);
+  if (prefix_) prefix_->on_ref_changed(b);
+}
+
+void KVCacheManager::decref(BlockId b) {
+  pool_.decref(b);
+  if (prefix_) prefix_->on_ref_changed(b);
+}
+
+std::optional<BlockId> KVCacheManager::allocate_block() { return pool_.allocate(); }  // never a cached block
+
 bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   int32_t need = num_blocks_needed(seq, num_total_tokens);
   if (!ensure_free(need)) return false;
-  std::vector<int32_t>& table = seqs_[seq].table;
+  std::vector<BlockId>& table = seqs_[seq].table;
   for (int32_t i = 0; i < need; ++i) {
-    std::optional<BlockId> b = pool_.allocate();
+    std::optional<BlockId> b = allocate_block();
     PAGODA_CHECK(b.has_value());
-    table.push_back(b->value);
+    table.push_back(*b);
   }
   return true;
 }
@@ -73,24 +98,25 @@ bool KVCacheManager::allocate_for_write(SeqId seq, int32_t pos_begin, int32_t po
   PAGODA_CHECK(allocate_slots(seq, pos_end));
   if (need_cow == 0) return true;
   for (int32_t b = pos_begin / block_size_; b <= (pos_end - 1) / block_size_; ++b) {
-    if (auto copy = prepare_write(seq, b * block_size_)) cow->push_back({copy->first.value, copy->second.value});
+    if (auto copy = prepare_write(seq, b * block_size_)) cow->push_back(*copy);
   }
   return true;
 }
 
 void KVCacheManager::free(SeqId seq) {
   if (auto sw = swapped_.find(seq); sw != swapped_.end()) {
-    for (int32_t h : sw->second.table) host_pool_.decref(BlockId{h});
+    for (BlockId h : sw->second.table) host_pool_.decref(h);
     swapped_.erase(sw);
   }
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
-  for (int32_t b : it->second.table) pool_.decref(BlockId{b});
+  const std::vector<BlockId> table = std::move(it->second.table);
   seqs_.erase(it);
+  for (BlockId b : table) decref(b);
 }
 
-const std::vector<int32_t>& KVCacheManager::block_table(SeqId seq) const {
-  static const std::vector<int32_t> kEmpty;
+const std::vector<BlockId>& KVCacheManager::block_table(SeqId seq) const {
+  static const std::vector<BlockId> kEmpty;
   auto it = seqs_.find(seq);
   return it == seqs_.end() ? kEmpty : it->second.table;
 }
@@ -100,9 +126,9 @@ int32_t KVCacheManager::capacity(SeqId seq) const {
 }
 
 int64_t KVCacheManager::slot_of(SeqId seq, int32_t pos) const {
-  const std::vector<int32_t>& table = state(seq).table;
+  const std::vector<BlockId>& table = state(seq).table;
   PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(table.size()));
-  return static_cast<int64_t>(table[pos / block_size_]) * block_size_ + pos % block_size_;
+  return static_cast<int64_t>(table[pos / block_size_].value) * block_size_ + pos % block_size_;
 }
 
 void KVCacheManager::set_num_tokens(SeqId seq, int32_t n) {
@@ -120,40 +146,38 @@ int32_t KVCacheManager::num_tokens(SeqId seq) const {
 void KVCacheManager::fork(SeqId parent, SeqId child) {
   PAGODA_CHECK(!contains(child));
   SeqState copy = state(parent);
-  for (int32_t b : copy.table) pool_.incref(BlockId{b});
+  for (BlockId b : copy.table) incref(b);
   seqs_.emplace(child, std::move(copy));
 }
 
 int32_t KVCacheManager::num_cow_blocks_needed(SeqId seq, int32_t pos_begin, int32_t pos_end) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end() || pos_begin >= pos_end) return 0;
-  const std::vector<int32_t>& table = it->second.table;
+  const std::vector<BlockId>& table = it->second.table;
   int32_t first = pos_begin / block_size_;
   int32_t last = std::min<int32_t>((pos_end - 1) / block_size_, static_cast<int32_t>(table.size()) - 1);
   int32_t n = 0;
-  for (int32_t i = first; i <= last; ++i) n += pool_.ref_count(BlockId{table[i]}) > 1 ? 1 : 0;
+  for (int32_t i = first; i <= last; ++i) n += pool_.ref_count(table[i]) > 1 ? 1 : 0;
   return n;
 }
 
-std::optional<std::pair<BlockId, BlockId>> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
+std::optional<BlockCopy> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
   auto it = seqs_.find(seq);
   PAGODA_CHECK(it != seqs_.end());
-  std::vector<int32_t>& table = it->second.table;
-  PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(table.size()));
-  int32_t& entry = table[pos / block_size_];
-  BlockId src{entry};
+  PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(it->second.table.size()));
+  const BlockId src = it->second.table[pos / block_size_];
   if (pool_.ref_count(src) <= 1) return std::nullopt;
   PAGODA_CHECK(ensure_free(1));  // callers ask num_cow_blocks_needed first
-  std::optional<BlockId> dst = pool_.allocate();
+  std::optional<BlockId> dst = allocate_block();
   PAGODA_CHECK(dst.has_value());
-  entry = dst->value;
-  pool_.decref(src);  // stays referenced by the other holders (ref was > 1)
-  return std::make_pair(src, *dst);
+  seqs_.at(seq).table[pos / block_size_] = *dst;
+  decref(src);  // stays referenced by the other holders (ref was > 1)
+  return BlockCopy{src, *dst};
 }
 
 double KVCacheManager::utilization() const {
   if (pool_.num_blocks() == 0) return 0.0;
-  return static_cast<double>(pool_.num_blocks() - num_free_blocks()) / pool_.num_blocks();
+  return static_cast<double>(pool_.num_blocks() - num_available_blocks()) / pool_.num_blocks();
 }
 
 double KVCacheManager::kv_waste() const {
@@ -176,9 +200,10 @@ Status KVCacheManager::check_invariants() const {
   }
   for (const auto& [id, s] : seqs_) {
     std::string name = "sequence " + std::to_string(id.value);
-    for (int32_t b : s.table) {
-      if (b < 0 || b >= pool_.num_blocks()) return internal_error(name + " holds invalid block " + std::to_string(b));
-      ++holders[b];
+    for (BlockId b : s.table) {
+      if (b.value < 0 || b.value >= pool_.num_blocks())
+        return internal_error(name + " holds invalid block " + std::to_string(b.value));
+      ++holders[b.value];
     }
     if (s.num_tokens < 0 || s.num_tokens > static_cast<int64_t>(s.table.size()) * block_size_) {
       return internal_error(name + " has " + std::to_string(s.num_tokens) + " tokens but room for " +
@@ -196,7 +221,7 @@ Status KVCacheManager::check_invariants() const {
   std::vector<int32_t> host_holders(host_pool_.num_blocks(), 0);
   for (const auto& [id, s] : swapped_) {
     if (seqs_.count(id)) return internal_error("sequence " + std::to_string(id.value) + " is both swapped and resident");
-    for (int32_t h : s.table) ++host_holders.at(h);
+    for (BlockId h : s.table) ++host_holders.at(h.value);
   }
   for (int32_t h = 0; h < host_pool_.num_blocks(); ++h)
     if (host_pool_.ref_count(BlockId{h}) != host_holders[h])
@@ -211,11 +236,11 @@ bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
   if (static_cast<int32_t>(dev.table.size()) > host_pool_.num_free()) return false;
   SeqState host;
   host.num_tokens = dev.num_tokens;
-  for (int32_t b : dev.table) {
+  for (BlockId b : dev.table) {
     std::optional<BlockId> h = host_pool_.allocate();
     PAGODA_CHECK(h.has_value());
-    host.table.push_back(h->value);
-    copies->push_back({b, h->value});
+    host.table.push_back(*h);
+    copies->push_back({b, *h});
   }
   free(seq);
   swapped_.emplace(seq, std::move(host));
@@ -229,12 +254,12 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   if (!ensure_free(static_cast<int32_t>(host.table.size()))) return false;
   SeqState dev;
   dev.num_tokens = host.num_tokens;
-  for (int32_t h : host.table) {
-    std::optional<BlockId> b = pool_.allocate();
+  for (BlockId h : host.table) {
+    std::optional<BlockId> b = allocate_block();
     PAGODA_CHECK(b.has_value());
-    dev.table.push_back(b->value);
-    copies->push_back({h, b->value});
-    host_pool_.decref(BlockId{h});
+    dev.table.push_back(*b);
+    copies->push_back({h, *b});
+    host_pool_.decref(h);
   }
   swapped_.erase(it);
   seqs_.emplace(seq, std::move(dev));
@@ -251,10 +276,10 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
   auto it = seqs_.find(seq);
   if (it != seqs_.end() && !it->second.table.empty()) return 0;
   const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / block_size_;
-  const std::vector<int32_t> blocks = prefix_->match(tokens, max_blocks);
+  const std::vector<BlockId> blocks = prefix_->match(tokens, max_blocks);
   SeqState& st = seqs_[seq];
-  for (int32_t b : blocks) {
-    pool_.incref(BlockId{b});
+  for (BlockId b : blocks) {
+    incref(b);
     st.table.push_back(b);
   }
   st.num_cached_blocks = static_cast<int32_t>(blocks.size());

@@ -21,24 +21,11 @@
 
 namespace pagoda {
 
-struct SeqId {
-  int64_t value = -1;
-  auto operator<=>(const SeqId&) const = default;
-};
-
-}  // namespace pagoda
-
-template <>
-struct std::hash<pagoda::SeqId> {
-  size_t operator()(const pagoda::SeqId& s) const noexcept { return std::hash<int64_t>()(s.value); }
-};
-
-namespace pagoda {
-
-// One block copy between tiers (device pool <-> host pool) for swapping.
+// One block copy: within the device pool (copy-on-write) or between tiers
+// (device pool <-> host pool) for swapping.
 struct BlockCopy {
-  int32_t src = -1;
-  int32_t dst = -1;
+  BlockId src;
+  BlockId dst;
 };
 
 class KVCacheManager {
@@ -49,15 +36,26 @@ class KVCacheManager {
   static Status validate_config(int64_t num_blocks, int64_t block_size);
 
   int32_t block_size() const { return block_size_; }
-  // Free blocks plus cached blocks that eviction could free.
-  int32_t num_free_blocks() const;
-  int32_t num_unreferenced_free_blocks() const { return pool_.num_free(); }
+  // Blocks that hold num_tokens slots.
+  int32_t num_blocks_for(int32_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+  // Blocks an allocation can get now: free ones plus cached blocks that
+  // eviction would free. O(1).
+  int32_t num_available_blocks() const;
+  // Blocks on the free list (referenced by no table and not cached).
+  int32_t num_free_blocks() const { return pool_.num_free(); }
   int32_t num_blocks() const { return pool_.num_blocks(); }
 
   // Extra blocks the sequence needs so that its table holds num_total_tokens
   // slots (0 if it already does). An unknown sequence has an empty table.
   int32_t num_blocks_needed(SeqId seq, int32_t num_total_tokens) const;
   bool can_allocate(SeqId seq, int32_t num_total_tokens) const;
+  // Predicate of allocate_for_write: whether it would succeed now.
+  bool can_write(SeqId seq, int32_t pos_begin, int32_t pos_end) const;
+  // Predicate of admitting a sequence with no blocks yet: whether
+  // acquire_cached_prefix(seq, tokens) followed by allocate_for_write up to
+  // num_total_tokens would succeed now (cached blocks it would reuse are not
+  // counted as evictable).
+  bool can_admit(std::span<const int32_t> tokens, int32_t num_total_tokens) const;
   // Grows the table to hold num_total_tokens slots (creating the sequence if
   // new). All-or-nothing: false and no change when the pool lacks blocks.
   // Never shrinks.
@@ -71,8 +69,8 @@ class KVCacheManager {
 
   bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   int32_t num_seqs() const { return static_cast<int32_t>(seqs_.size()); }
-  // Block ids as int32 for kernels. Empty for an unknown sequence.
-  const std::vector<int32_t>& block_table(SeqId seq) const;
+  // The sequence's blocks in position order. Empty for an unknown sequence.
+  const std::vector<BlockId>& block_table(SeqId seq) const;
   // Token slots the table holds (blocks * block_size).
   int32_t capacity(SeqId seq) const;
   // table[pos / bs] * bs + pos % bs; CHECKs pos < capacity.
@@ -90,10 +88,10 @@ class KVCacheManager {
   int32_t num_cow_blocks_needed(SeqId seq, int32_t pos_begin, int32_t pos_end) const;
   // Copy-on-write: if the block holding pos is shared (ref > 1), allocates a
   // private block, swaps it into this sequence's table, drops the old
-  // reference and returns (src, dst) so the caller copies the data
+  // reference and returns the copy the caller must run
   // (KVStorage::copy_block). nullopt when the block is already private.
   // CHECKs that a free block exists when one is needed.
-  std::optional<std::pair<BlockId, BlockId>> prepare_write(SeqId seq, int32_t pos);
+  std::optional<BlockCopy> prepare_write(SeqId seq, int32_t pos);
 
   // Used blocks / total blocks (0 for an empty pool).
   double utilization() const;
@@ -135,19 +133,23 @@ class KVCacheManager {
   void cache_computed(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
   const PrefixCache* prefix_cache() const { return prefix_.get(); }
 
-  BlockPool& pool() { return pool_; }
+  // Read-only: every reference change goes through this class, which keeps
+  // the prefix cache's evictable counts current.
   const BlockPool& pool() const { return pool_; }
 
  private:
   struct SeqState {
-    std::vector<int32_t> table;
+    std::vector<BlockId> table;
     int32_t num_tokens = 0;
     int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
   };
   // Makes `need` blocks free, evicting cached ones if that suffices.
   bool ensure_free(int32_t need);
+  // Device-pool reference changes, reported to the prefix cache.
+  void incref(BlockId b);
+  void decref(BlockId b);
+  std::optional<BlockId> allocate_block();
   const SeqState& state(SeqId seq) const;
-  int32_t blocks_for(int32_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
 
   int32_t block_size_;
   BlockPool pool_;

@@ -121,7 +121,8 @@ void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const f
   }
 }
 
-void KVStorage::copy_block(int32_t src, int32_t dst) {
+void KVStorage::copy_block(BlockId src_id, BlockId dst_id) {
+  const int32_t src = src_id.value, dst = dst_id.value;
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
   if (src == dst) return;
   const size_t bytes = block_stride_ * element_bytes();
@@ -131,7 +132,8 @@ void KVStorage::copy_block(int32_t src, int32_t dst) {
   }
 }
 
-void KVStorage::copy_block_to(int32_t src, KVStorage& d, int32_t dst) const {
+void KVStorage::copy_block_to(BlockId src_id, KVStorage& d, BlockId dst_id) const {
+  const int32_t src = src_id.value, dst = dst_id.value;
   PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_stride_ == block_stride_ && d.dtype_ == dtype_);
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < d.num_blocks_);
   const size_t bytes = block_stride_ * element_bytes();

@@ -12,6 +12,7 @@
 #include <new>
 
 #include "core/dtype.h"
+#include "core/ids.h"
 #include "core/status.h"
 
 namespace pagoda {
@@ -49,10 +50,10 @@ class KVStorage {
   // slot = block * block_size + offset.
   void write(int32_t layer, int64_t slot, const float* k_token, const float* v_token);
   // Copies block src to dst in every layer, K and V (copy-on-write).
-  void copy_block(int32_t src, int32_t dst);
+  void copy_block(BlockId src, BlockId dst);
   // Copies block src of this storage into block dst of another storage of
   // the same shape (swapping between the device and host tiers).
-  void copy_block_to(int32_t src, KVStorage& dst_storage, int32_t dst) const;
+  void copy_block_to(BlockId src, KVStorage& dst_storage, BlockId dst) const;
 
   // K + V bytes of one block over all layers.
   static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,

@@ -1,8 +1,8 @@
 #include "kv/prefix_cache.h"
 
 #include <algorithm>
-#include <queue>
 #include <string>
+#include <unordered_map>
 #include <xxhash.h>
 
 #include "core/check.h"
@@ -11,15 +11,23 @@ namespace pagoda {
 
 struct PrefixCache::Node {
   std::vector<int32_t> tokens;  // exactly block_size tokens (empty at the root)
-  int32_t block = -1;
+  BlockId block;
   Node* parent = nullptr;
   uint64_t last_access = 0;
+  bool pinned = false;                // a sequence holds the block too
+  int32_t num_blocked_children = 0;   // children that are pinned or have a pinned descendant
   // Children by hash of their block's tokens; collisions share a bucket.
   std::unordered_multimap<uint64_t, std::unique_ptr<Node>> children;
+
+  bool blocked() const { return pinned || num_blocked_children > 0; }
+  bool is_lru_leaf() const { return children.empty() && !pinned; }
 };
 
 PrefixCache::PrefixCache(BlockPool& pool, int32_t block_size)
-    : pool_(pool), block_size_(block_size), root_(std::make_unique<Node>()) {}
+    : pool_(pool),
+      block_size_(block_size),
+      root_(std::make_unique<Node>()),
+      node_of_block_(static_cast<size_t>(pool.num_blocks()), nullptr) {}
 
 PrefixCache::~PrefixCache() { clear(); }
 
@@ -34,15 +42,51 @@ PrefixCache::Node* PrefixCache::find_child(const Node* n, std::span<const int32_
   return nullptr;
 }
 
-std::vector<int32_t> PrefixCache::match(std::span<const int32_t> tokens, int32_t max_blocks) {
-  std::vector<int32_t> blocks;
+void PrefixCache::touch(Node* n, uint64_t now) {
+  if (n->is_lru_leaf()) {
+    lru_leaves_.erase({n->last_access, n});
+    lru_leaves_.insert({now, n});
+  }
+  n->last_access = now;
+}
+
+void PrefixCache::propagate_blocked(Node* n, bool blocked) {
+  // Walk up only while an ancestor's own blocked state flips.
+  while (true) {
+    num_blocked_ += blocked ? 1 : -1;
+    Node* p = n->parent;
+    if (p == root_.get()) return;
+    const bool was = p->blocked();
+    p->num_blocked_children += blocked ? 1 : -1;
+    if (p->blocked() == was) return;
+    n = p;
+  }
+}
+
+void PrefixCache::set_pinned(Node* n, bool pinned) {
+  if (n->pinned == pinned) return;
+  const bool was_blocked = n->blocked();
+  if (n->is_lru_leaf()) lru_leaves_.erase({n->last_access, n});
+  n->pinned = pinned;
+  if (n->is_lru_leaf()) lru_leaves_.insert({n->last_access, n});
+  if (n->blocked() != was_blocked) propagate_blocked(n, n->blocked());
+}
+
+void PrefixCache::on_ref_changed(BlockId block) {
+  if (block.value < 0 || block.value >= static_cast<int32_t>(node_of_block_.size())) return;
+  Node* n = node_of_block_[block.value];
+  if (n) set_pinned(n, pool_.ref_count(block) > 1);
+}
+
+std::vector<BlockId> PrefixCache::match(std::span<const int32_t> tokens, int32_t max_blocks) {
+  std::vector<BlockId> blocks;
   const uint64_t now = ++clock_;
   Node* n = root_.get();
   for (size_t off = 0; off + block_size_ <= tokens.size() && static_cast<int32_t>(blocks.size()) < max_blocks;
        off += block_size_) {
     n = find_child(n, tokens.subspan(off, block_size_));
     if (!n) break;
-    n->last_access = now;
+    touch(n, now);
     blocks.push_back(n->block);
   }
   return blocks;
@@ -59,78 +103,69 @@ int32_t PrefixCache::num_cached_tokens(std::span<const int32_t> tokens) const {
   return count;
 }
 
-void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> blocks) {
+int32_t PrefixCache::num_evictable_in_prefix(std::span<const int32_t> tokens, int32_t max_blocks) const {
+  int32_t count = 0;
+  const Node* n = root_.get();
+  for (int32_t i = 0; i < max_blocks && static_cast<size_t>(i + 1) * block_size_ <= tokens.size(); ++i) {
+    n = find_child(n, tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_));
+    if (!n) break;
+    count += n->blocked() ? 0 : 1;
+  }
+  return count;
+}
+
+void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const BlockId> blocks) {
   const uint64_t now = ++clock_;
   Node* n = root_.get();
   for (size_t i = 0; (i + 1) * block_size_ <= tokens.size() && i < blocks.size(); ++i) {
     const auto t = tokens.subspan(i * block_size_, block_size_);
     Node* child = find_child(n, t);
     if (!child) {
+      PAGODA_CHECK(node_of_block_.at(blocks[i].value) == nullptr);
+      if (n != root_.get() && n->is_lru_leaf()) lru_leaves_.erase({n->last_access, n});  // no longer a leaf
       auto node = std::make_unique<Node>();
       node->tokens.assign(t.begin(), t.end());
       node->block = blocks[i];
       node->parent = n;
-      pool_.incref(BlockId{blocks[i]});
+      node->last_access = now;
+      pool_.incref(blocks[i]);
       child = node.get();
       n->children.emplace(hash_block(t), std::move(node));
+      node_of_block_[blocks[i].value] = child;
       ++num_nodes_;
+      lru_leaves_.insert({now, child});  // a fresh unpinned leaf; pinning below takes it out
+      set_pinned(child, pool_.ref_count(blocks[i]) > 1);
+    } else {
+      touch(child, now);
     }
-    child->last_access = now;
     n = child;
   }
 }
 
-int32_t PrefixCache::num_evictable() const {
-  // A node is evictable when it and its whole subtree are cache-only.
-  int32_t count = 0;
-  std::vector<std::pair<const Node*, bool>> stack;  // (node, children done)
-  std::unordered_map<const Node*, bool> all_free;
-  stack.push_back({root_.get(), false});
-  while (!stack.empty()) {
-    auto [n, done] = stack.back();
-    stack.pop_back();
-    if (!done) {
-      stack.push_back({n, true});
-      for (const auto& [h, c] : n->children) stack.push_back({c.get(), false});
-      continue;
+void PrefixCache::remove_leaf(Node* x) {
+  Node* parent = x->parent;
+  lru_leaves_.erase({x->last_access, x});
+  node_of_block_[x->block.value] = nullptr;
+  const BlockId block = x->block;
+  auto [b, e] = parent->children.equal_range(hash_block(x->tokens));
+  for (auto it = b; it != e; ++it)
+    if (it->second.get() == x) {
+      parent->children.erase(it);
+      break;
     }
-    bool free_subtree = n == root_.get() || pool_.ref_count(BlockId{n->block}) == 1;
-    for (const auto& [h, c] : n->children) free_subtree = free_subtree && all_free[c.get()];
-    all_free[n] = free_subtree;
-    if (free_subtree && n != root_.get()) ++count;
-  }
-  return count;
+  --num_nodes_;
+  pool_.decref(block);
+  if (parent != root_.get() && parent->is_lru_leaf()) lru_leaves_.insert({parent->last_access, parent});
 }
 
 int32_t PrefixCache::evict(int32_t n) {
-  // Min-heap of evictable leaves by last access; parents join as they empty.
-  using Item = std::pair<uint64_t, Node*>;
-  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
-  std::vector<Node*> stack = {root_.get()};
-  while (!stack.empty()) {
-    Node* x = stack.back();
-    stack.pop_back();
-    for (auto& [h, c] : x->children) stack.push_back(c.get());
-    if (x != root_.get() && x->children.empty() && pool_.ref_count(BlockId{x->block}) == 1)
-      heap.push({x->last_access, x});
-  }
   int32_t freed = 0;
-  while (freed < n && !heap.empty()) {
-    Node* x = heap.top().second;
-    heap.pop();
-    Node* parent = x->parent;
-    pool_.decref(BlockId{x->block});
-    auto [b, e] = parent->children.equal_range(hash_block(x->tokens));
-    for (auto it = b; it != e; ++it)
-      if (it->second.get() == x) {
-        parent->children.erase(it);
-        break;
-      }
-    --num_nodes_;
+  while (freed < n && !lru_leaves_.empty()) {
+    Node* x = lru_leaves_.begin()->second;
+    PAGODA_DCHECK(!x->blocked() && pool_.ref_count(x->block) == 1);
+    remove_leaf(x);
     ++freed;
     ++num_evictions_;
-    if (parent != root_.get() && parent->children.empty() && pool_.ref_count(BlockId{parent->block}) == 1)
-      heap.push({parent->last_access, parent});
   }
   return freed;
 }
@@ -140,56 +175,83 @@ void PrefixCache::add_holders(std::vector<int32_t>& counts) const {
   while (!stack.empty()) {
     const Node* x = stack.back();
     stack.pop_back();
-    if (x != root_.get()) ++counts.at(x->block);
+    if (x != root_.get()) ++counts.at(x->block.value);
     for (const auto& [h, c] : x->children) stack.push_back(c.get());
   }
 }
 
 Status PrefixCache::check_invariants() const {
-  int32_t count = 0;
-  std::vector<const Node*> stack = {root_.get()};
+  // Post-order walk recomputing what the incremental fields should hold.
+  int32_t count = 0, blocked = 0, leaves = 0;
   std::vector<bool> seen(pool_.num_blocks(), false);
+  std::unordered_map<const Node*, bool> subtree_blocked;
+  std::vector<std::pair<const Node*, bool>> stack = {{root_.get(), false}};
   while (!stack.empty()) {
-    const Node* x = stack.back();
+    auto [x, children_done] = stack.back();
     stack.pop_back();
-    if (x != root_.get()) {
-      ++count;
-      if (static_cast<int32_t>(x->tokens.size()) != block_size_)
-        return internal_error("prefix cache node with " + std::to_string(x->tokens.size()) + " tokens");
-      if (x->block < 0 || x->block >= pool_.num_blocks() || pool_.ref_count(BlockId{x->block}) < 1)
-        return internal_error("prefix cache node holds a free or invalid block " + std::to_string(x->block));
-      if (seen[x->block]) return internal_error("block " + std::to_string(x->block) + " cached twice");
-      seen[x->block] = true;
+    if (!children_done) {
+      stack.push_back({x, true});
+      for (const auto& [h, c] : x->children) {
+        if (c->parent != x) return internal_error("prefix cache parent link broken");
+        if (h != hash_block(c->tokens)) return internal_error("prefix cache child under a wrong hash");
+        stack.push_back({c.get(), false});
+      }
+      continue;
     }
-    for (const auto& [h, c] : x->children) {
-      if (c->parent != x) return internal_error("prefix cache parent link broken");
-      if (h != hash_block(c->tokens)) return internal_error("prefix cache child under a wrong hash");
-      stack.push_back(c.get());
+    if (x == root_.get()) continue;
+    ++count;
+    const std::string name = "prefix cache node of block " + std::to_string(x->block.value);
+    if (static_cast<int32_t>(x->tokens.size()) != block_size_)
+      return internal_error("prefix cache node with " + std::to_string(x->tokens.size()) + " tokens");
+    if (x->block.value < 0 || x->block.value >= pool_.num_blocks() || pool_.ref_count(x->block) < 1)
+      return internal_error(name + ": a free or invalid block");
+    if (seen[x->block.value]) return internal_error("block " + std::to_string(x->block.value) + " cached twice");
+    seen[x->block.value] = true;
+    if (node_of_block_[x->block.value] != x) return internal_error(name + ": block index out of date");
+    if (x->pinned != (pool_.ref_count(x->block) > 1)) return internal_error(name + ": pinned flag out of date");
+    int32_t blocked_children = 0;
+    for (const auto& [h, c] : x->children) blocked_children += subtree_blocked.at(c.get()) ? 1 : 0;
+    if (blocked_children != x->num_blocked_children) return internal_error(name + ": blocked-children count wrong");
+    subtree_blocked[x] = x->pinned || blocked_children > 0;
+    blocked += subtree_blocked[x] ? 1 : 0;
+    if (x->is_lru_leaf()) {
+      ++leaves;
+      if (!lru_leaves_.count({x->last_access, const_cast<Node*>(x)})) return internal_error(name + ": evictable leaf not in the LRU set");
     }
   }
   if (count != num_nodes_) return internal_error("prefix cache node count mismatch");
+  if (blocked != num_blocked_) return internal_error("prefix cache blocked count mismatch");
+  if (leaves != static_cast<int32_t>(lru_leaves_.size())) return internal_error("prefix cache LRU set has stale entries");
+  int32_t indexed = 0;
+  for (const Node* n : node_of_block_) indexed += n ? 1 : 0;
+  if (indexed != num_nodes_) return internal_error("prefix cache block index has stale entries");
   return Status::ok();
 }
 
 void PrefixCache::clear() {
-  while (!root_->children.empty()) {
-    // Remove leaves bottom-up, dropping the cache's references.
-    std::vector<Node*> stack = {root_.get()};
-    while (!stack.empty()) {
-      Node* x = stack.back();
+  // Remove leaves bottom-up, dropping the cache's references.
+  std::vector<Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    Node* x = stack.back();
+    if (x->children.empty()) {
       stack.pop_back();
-      for (auto it = x->children.begin(); it != x->children.end();) {
-        if (it->second->children.empty()) {
-          pool_.decref(BlockId{it->second->block});
-          --num_nodes_;
-          it = x->children.erase(it);
-        } else {
-          stack.push_back(it->second.get());
-          ++it;
+      if (x == root_.get()) break;
+      Node* parent = x->parent;
+      node_of_block_[x->block.value] = nullptr;
+      pool_.decref(x->block);
+      auto [b, e] = parent->children.equal_range(hash_block(x->tokens));
+      for (auto it = b; it != e; ++it)
+        if (it->second.get() == x) {
+          parent->children.erase(it);
+          break;
         }
-      }
+      --num_nodes_;
+    } else {
+      stack.push_back(x->children.begin()->second.get());
     }
   }
+  lru_leaves_.clear();
+  num_blocked_ = 0;
 }
 
 }  // namespace pagoda

@@ -7,14 +7,23 @@
 // Contract (after mini-sglang): match() does not change references;
 // insert() adds; evict() frees; num_evictable() tells how many blocks could
 // be freed now; check_invariants() verifies the structure.
+//
+// Bookkeeping is incremental, so every query is O(1) or O(path): a node is
+// "pinned" while some sequence holds its block too (ref count > 1), and
+// "blocked" while it or any descendant is pinned (then it cannot be evicted
+// before them). The owner reports each reference change of a block through
+// on_ref_changed(); blocked counts propagate up only as far as they change.
+// Unpinned leaves sit in an LRU-ordered set, so evict() never walks the tree.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "core/ids.h"
 #include "core/status.h"
 #include "kv/block_pool.h"
 
@@ -29,41 +38,58 @@ class PrefixCache {
 
   // Blocks caching the longest whole-block prefix of `tokens`, at most
   // max_blocks of them. Marks them recently used; references unchanged.
-  std::vector<int32_t> match(std::span<const int32_t> tokens, int32_t max_blocks);
-  // Read-only: how many leading tokens match() would cover.
+  std::vector<BlockId> match(std::span<const int32_t> tokens, int32_t max_blocks);
+  // Read-only: how many leading tokens match() would cover, and how many of
+  // the blocks it would return (at most max_blocks) are evictable now.
   int32_t num_cached_tokens(std::span<const int32_t> tokens) const;
+  int32_t num_evictable_in_prefix(std::span<const int32_t> tokens, int32_t max_blocks) const;
 
   // Records that blocks[i] holds tokens [i*bs, (i+1)*bs) for every whole
   // block in `tokens`. Where a node already exists it keeps its block (the
   // caller keeps its duplicate); each new node takes a reference.
-  void insert(std::span<const int32_t> tokens, std::span<const int32_t> blocks);
+  void insert(std::span<const int32_t> tokens, std::span<const BlockId> blocks);
+
+  // The pool's reference count of `block` changed (a sequence took or
+  // dropped it). A no-op for blocks the cache does not hold.
+  void on_ref_changed(BlockId block);
 
   // Frees up to n blocks that only the cache references, least recently
   // used leaves first. Returns how many were freed.
   int32_t evict(int32_t n);
   // Blocks evict() could free now: nodes whose whole subtree is referenced
-  // by the cache alone.
-  int32_t num_evictable() const;
+  // by the cache alone. O(1).
+  int32_t num_evictable() const { return num_nodes_ - num_blocked_; }
   int32_t num_cached_blocks() const { return num_nodes_; }
   int64_t num_evictions() const { return num_evictions_; }
 
   // Adds one to counts[block] for every cached block (for ref checks).
   void add_holders(std::vector<int32_t>& counts) const;
+  // Structure, and every incremental count against a recomputation.
   Status check_invariants() const;
   // Drops every node (their references) — e.g. when turning the cache off.
   void clear();
 
  private:
   struct Node;
+  using LruKey = std::pair<uint64_t, Node*>;
+
   Node* find_child(const Node* n, std::span<const int32_t> block_tokens) const;
   uint64_t hash_block(std::span<const int32_t> block_tokens) const;
+  void touch(Node* n, uint64_t now);
+  void set_pinned(Node* n, bool pinned);
+  // n's blocked state flipped: count it and carry the change to ancestors.
+  void propagate_blocked(Node* n, bool blocked);
+  void remove_leaf(Node* n);
 
   BlockPool& pool_;
   int32_t block_size_;
   std::unique_ptr<Node> root_;
   int32_t num_nodes_ = 0;
+  int32_t num_blocked_ = 0;
   int64_t num_evictions_ = 0;
-  uint64_t clock_ = 0;  // LRU time: bumped on every match/insert
+  uint64_t clock_ = 0;                 // LRU time: bumped on every match/insert
+  std::vector<Node*> node_of_block_;   // by block id; null when not cached
+  std::set<LruKey> lru_leaves_;        // unpinned leaves by last access
 };
 
 }  // namespace pagoda

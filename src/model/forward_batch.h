@@ -6,13 +6,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/ids.h"
+
 namespace pagoda {
 
 struct SeqSlice {
   int32_t token_begin = 0;  // first index into ForwardBatch::tokens
   int32_t num_tokens = 0;
   int32_t kv_len = 0;       // tokens in the cache after this step's writes
-  const int32_t* block_table = nullptr;  // kernels read K/V through it
+  const BlockId* block_table = nullptr;  // kernels read K/V through it
 };
 
 struct ForwardBatch {

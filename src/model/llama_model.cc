@@ -72,28 +72,28 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     return Status::ok();
   };
 
-  m->f32_copies_.reserve(4 * cfg.n_layer + 4);
-  PAGODA_RETURN_IF_ERROR(matrix("token_embd.weight", cfg.n_embd, cfg.n_vocab, &m->tok_embd_));
-  PAGODA_RETURN_IF_ERROR(vector("output_norm.weight", cfg.n_embd, &m->output_norm_, true));
+  m->f32_copies_.reserve(4 * cfg.num_layers + 4);
+  PAGODA_RETURN_IF_ERROR(matrix("token_embd.weight", cfg.hidden_size, cfg.vocab_size, &m->tok_embd_));
+  PAGODA_RETURN_IF_ERROR(vector("output_norm.weight", cfg.hidden_size, &m->output_norm_, true));
   if (file.tensor("output.weight")) {
-    PAGODA_RETURN_IF_ERROR(matrix("output.weight", cfg.n_embd, cfg.n_vocab, &m->output_));
+    PAGODA_RETURN_IF_ERROR(matrix("output.weight", cfg.hidden_size, cfg.vocab_size, &m->output_));
   } else {
     m->output_ = m->tok_embd_;  // tied embeddings
   }
   PAGODA_RETURN_IF_ERROR(vector("rope_freqs.weight", cfg.rope_dim / 2, &m->rope_freqs_, false));
-  m->layers_.resize(cfg.n_layer);
-  for (int32_t i = 0; i < cfg.n_layer; ++i) {
+  m->layers_.resize(cfg.num_layers);
+  for (int32_t i = 0; i < cfg.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     Layer& l = m->layers_[i];
-    PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm.weight", cfg.n_embd, &l.attn_norm, true));
-    PAGODA_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", cfg.n_embd, &l.ffn_norm, true));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_q.weight", cfg.n_embd, cfg.q_dim(), &l.wq));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.n_embd, cfg.kv_dim(), &l.wk));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.n_embd, cfg.kv_dim(), &l.wv));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_output.weight", cfg.q_dim(), cfg.n_embd, &l.wo));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", cfg.n_embd, cfg.n_ff, &l.w_gate));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.n_embd, cfg.n_ff, &l.w_up));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", cfg.n_ff, cfg.n_embd, &l.w_down));
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm.weight", cfg.hidden_size, &l.attn_norm, true));
+    PAGODA_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", cfg.hidden_size, &l.ffn_norm, true));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_q.weight", cfg.hidden_size, cfg.q_dim(), &l.wq));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.hidden_size, cfg.kv_dim(), &l.wk));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.hidden_size, cfg.kv_dim(), &l.wv));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_output.weight", cfg.q_dim(), cfg.hidden_size, &l.wo));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", cfg.hidden_size, cfg.ffn_size, &l.w_gate));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.hidden_size, cfg.ffn_size, &l.w_up));
+    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", cfg.ffn_size, cfg.hidden_size, &l.w_down));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
@@ -126,14 +126,14 @@ void LlamaModel::ensure_workspace(int64_t n) {
   if (n <= ws_.capacity) return;
   const auto& c = config_;
   ws_.capacity = n;
-  ws_.x.resize(n * c.n_embd);
-  ws_.h.resize(n * c.n_embd);
+  ws_.x.resize(n * c.hidden_size);
+  ws_.h.resize(n * c.hidden_size);
   ws_.q.resize(n * c.q_dim());
   ws_.k.resize(n * c.kv_dim());
   ws_.v.resize(n * c.kv_dim());
   ws_.attn.resize(n * c.q_dim());
-  ws_.gate.resize(n * c.n_ff);
-  ws_.up.resize(n * c.n_ff);
+  ws_.gate.resize(n * c.ffn_size);
+  ws_.up.resize(n * c.ffn_size);
 }
 
 void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool,
@@ -143,13 +143,13 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const Layer& l = layers_[il];
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      kernels::rms_norm(&ws_.x[t * c.n_embd], l.attn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+      kernels::rms_norm(&ws_.x[t * c.hidden_size], l.attn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
   });
   {
     const kernels::WeightView* w[] = {&l.wq, &l.wk, &l.wv};
     float* y[] = {ws_.q.data(), ws_.k.data(), ws_.v.data()};
     const int64_t stride[] = {c.q_dim(), c.kv_dim(), c.kv_dim()};
-    kernels::matmul_fused(w, 3, ws_.h.data(), c.n_embd, n, y, stride, pool);
+    kernels::matmul_fused(w, 3, ws_.h.data(), c.hidden_size, n, y, stride, pool);
   }
 
   kernels::RopeParams rp;
@@ -166,34 +166,34 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       if (l.bq) kernels::add_inplace(q, l.bq, c.q_dim());
       if (l.bk) kernels::add_inplace(k, l.bk, c.kv_dim());
       if (l.bv) kernels::add_inplace(v, l.bv, c.kv_dim());
-      kernels::rope(q, c.n_head, c.head_dim, batch.positions[t], rp);
-      kernels::rope(k, c.n_head_kv, c.head_dim, batch.positions[t], rp);
+      kernels::rope(q, c.num_heads, c.head_dim, batch.positions[t], rp);
+      kernels::rope(k, c.num_kv_heads, c.head_dim, batch.positions[t], rp);
       kv.write(il, batch.slots[t], k, v);  // distinct slots: safe in parallel
     }
   });
 
-  kernels::PagedKVView view{kv.k_data(il), kv.v_data(il), kv.block_size(), c.n_head_kv,
+  kernels::PagedKVView view{kv.k_data(il), kv.v_data(il), kv.block_size(), c.num_kv_heads,
                             c.head_dim, kv.block_stride(), kv.dtype() == DType::kF16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // One work item per (sequence, kv head): GQA groups stay on one thread.
-  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.n_head_kv;
+  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.num_kv_heads;
   pool.run([&](int ti, int nt) {
     thread_local std::vector<float> scratch;
     for (int64_t item = ti; item < num_items; item += nt) {
-      const SeqSlice& s = batch.seqs[item / c.n_head_kv];
-      const int32_t head = static_cast<int32_t>(item % c.n_head_kv);
-      const size_t need = kernels::paged_attention_scratch_floats(s.num_tokens, c.n_head, c.head_dim,
+      const SeqSlice& s = batch.seqs[item / c.num_kv_heads];
+      const int32_t head = static_cast<int32_t>(item % c.num_kv_heads);
+      const size_t need = kernels::paged_attention_scratch_floats(s.num_tokens, c.num_heads, c.head_dim,
                                                                   kv.block_size());
       if (scratch.size() < need) scratch.resize(need);
       kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}],
-                               c.q_dim(), &batch.positions[s.token_begin], s.num_tokens, c.n_head, scale,
+                               c.q_dim(), &batch.positions[s.token_begin], s.num_tokens, c.num_heads, scale,
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1,
                                scratch.data());
     }
   });
-  kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.n_embd, pool);
+  kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-    kernels::add_inplace(&ws_.x[t0 * c.n_embd], &ws_.h[t0 * c.n_embd], (t1 - t0) * c.n_embd);
+    kernels::add_inplace(&ws_.x[t0 * c.hidden_size], &ws_.h[t0 * c.hidden_size], (t1 - t0) * c.hidden_size);
   });
 }
 
@@ -202,33 +202,33 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return;
   ensure_workspace(n);
-  for (int64_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], &ws_.x[t * c.n_embd]);
+  for (int64_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], &ws_.x[t * c.hidden_size]);
 
-  for (int32_t il = 0; il < c.n_layer; ++il) {
+  for (int32_t il = 0; il < c.num_layers; ++il) {
     attention_layer(batch, kv, pool, il);
     const Layer& l = layers_[il];
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
-        kernels::rms_norm(&ws_.x[t * c.n_embd], l.ffn_norm, &ws_.h[t * c.n_embd], c.n_embd, c.rms_eps);
+        kernels::rms_norm(&ws_.x[t * c.hidden_size], l.ffn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
     });
     const kernels::WeightView* w[] = {&l.w_gate, &l.w_up};
     float* y[] = {ws_.gate.data(), ws_.up.data()};
-    const int64_t stride[] = {c.n_ff, c.n_ff};
-    kernels::matmul_fused(w, 2, ws_.h.data(), c.n_embd, n, y, stride, pool);
+    const int64_t stride[] = {c.ffn_size, c.ffn_size};
+    kernels::matmul_fused(w, 2, ws_.h.data(), c.hidden_size, n, y, stride, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-      kernels::swiglu(&ws_.gate[t0 * c.n_ff], &ws_.up[t0 * c.n_ff], &ws_.gate[t0 * c.n_ff], (t1 - t0) * c.n_ff);
+      kernels::swiglu(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], &ws_.gate[t0 * c.ffn_size], (t1 - t0) * c.ffn_size);
     });
-    kernels::matmul(l.w_down, ws_.gate.data(), c.n_ff, n, ws_.h.data(), c.n_embd, pool);
+    kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-      kernels::add_inplace(&ws_.x[t0 * c.n_embd], &ws_.h[t0 * c.n_embd], (t1 - t0) * c.n_embd);
+      kernels::add_inplace(&ws_.x[t0 * c.hidden_size], &ws_.h[t0 * c.hidden_size], (t1 - t0) * c.hidden_size);
     });
   }
 
   const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
   for (int64_t r = 0; r < rows; ++r)
-    kernels::rms_norm(&ws_.x[batch.logit_rows[r] * int64_t{c.n_embd}], output_norm_, &ws_.h[r * c.n_embd],
-                      c.n_embd, c.rms_eps);
-  kernels::matmul(output_, ws_.h.data(), c.n_embd, rows, logits, c.n_vocab, pool);
+    kernels::rms_norm(&ws_.x[batch.logit_rows[r] * int64_t{c.hidden_size}], output_norm_, &ws_.h[r * c.hidden_size],
+                      c.hidden_size, c.rms_eps);
+  kernels::matmul(output_, ws_.h.data(), c.hidden_size, rows, logits, c.vocab_size, pool);
 }
 
 }  // namespace pagoda

@@ -24,7 +24,7 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
 
   // Computes the batch, writes its K/V into `kv`, and stores the logits of
-  // batch.logit_rows into `logits` ([rows][n_vocab]).
+  // batch.logit_rows into `logits` ([rows][vocab_size]).
   void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits);
 
   // Bytes of weights read per decode step (for bandwidth figures).

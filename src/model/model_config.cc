@@ -27,17 +27,17 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
     return unimplemented("unsupported architecture '" + c.arch + "' (supported: llama, qwen2)");
   c.name = f.get_string("general.name").value_or(c.arch);
   const std::string p = c.arch + ".";
-  PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.n_embd));
-  PAGODA_RETURN_IF_ERROR(require_int(f, p + "block_count", &c.n_layer));
-  PAGODA_RETURN_IF_ERROR(require_int(f, p + "feed_forward_length", &c.n_ff));
-  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count", &c.n_head));
-  c.n_head_kv = c.n_head;
-  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count_kv", &c.n_head_kv, false));
-  c.n_ctx_train = 2048;
-  PAGODA_RETURN_IF_ERROR(require_int(f, p + "context_length", &c.n_ctx_train, false));
-  if (c.n_embd % c.n_head != 0) return invalid_argument("embedding_length is not a multiple of head_count");
-  if (c.n_head % c.n_head_kv != 0) return invalid_argument("head_count is not a multiple of head_count_kv");
-  c.head_dim = c.n_embd / c.n_head;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.hidden_size));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "block_count", &c.num_layers));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "feed_forward_length", &c.ffn_size));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count", &c.num_heads));
+  c.num_kv_heads = c.num_heads;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count_kv", &c.num_kv_heads, false));
+  c.train_context_len = 2048;
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "context_length", &c.train_context_len, false));
+  if (c.hidden_size % c.num_heads != 0) return invalid_argument("embedding_length is not a multiple of head_count");
+  if (c.num_heads % c.num_kv_heads != 0) return invalid_argument("head_count is not a multiple of head_count_kv");
+  c.head_dim = c.hidden_size / c.num_heads;
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.key_length", &c.head_dim, false));
   c.rope_dim = c.head_dim;
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "rope.dimension_count", &c.rope_dim, false));
@@ -61,7 +61,7 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   }
   const auto* tok = f.tensor("token_embd.weight");
   if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");
-  c.n_vocab = static_cast<int32_t>(tok->dims[1]);
+  c.vocab_size = static_cast<int32_t>(tok->dims[1]);
   return c;
 }
 

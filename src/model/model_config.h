@@ -12,13 +12,13 @@ namespace pagoda {
 struct ModelConfig {
   std::string arch;  // "llama" or "qwen2"
   std::string name;
-  int32_t n_vocab = 0;
-  int32_t n_ctx_train = 0;
-  int32_t n_embd = 0;
-  int32_t n_layer = 0;
-  int32_t n_ff = 0;
-  int32_t n_head = 0;
-  int32_t n_head_kv = 0;
+  int32_t vocab_size = 0;
+  int32_t train_context_len = 0;
+  int32_t hidden_size = 0;
+  int32_t num_layers = 0;
+  int32_t ffn_size = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   float rms_eps = 1e-5f;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kInterleaved;
@@ -27,8 +27,8 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;
   bool has_qkv_bias = false;
 
-  int32_t q_dim() const { return n_head * head_dim; }
-  int32_t kv_dim() const { return n_head_kv * head_dim; }
+  int32_t q_dim() const { return num_heads * head_dim; }
+  int32_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 
 // Validates the metadata: a clear error for a missing key, an unsupported

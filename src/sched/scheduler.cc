@@ -108,28 +108,30 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   out.preempted.push_back(seq);
 }
 
-bool Scheduler::admit(Sequence* seq, int32_t num_new, SchedulerOutput& out) {
+int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
+  // Predicates first: nothing is mutated unless the whole admission fits.
   if (seq->swapped) {
-    // Swap in only if the blocks for this step's tokens fit as well.
-    const int32_t bs = kv_.block_size();
+    const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
     const int32_t total = seq->num_computed_tokens + num_new;
-    const int32_t need = std::max(kv_.num_swapped_blocks(seq->seq_id), (total + bs - 1) / bs);
-    if (need > kv_.num_free_blocks()) return false;
+    const int32_t need = std::max(kv_.num_swapped_blocks(seq->seq_id), kv_.num_blocks_for(total));
+    if (need > kv_.num_available_blocks()) return 0;
     std::vector<BlockCopy> copies;
-    if (!kv_.swap_in(seq->seq_id, &copies)) return false;
+    PAGODA_CHECK(kv_.swap_in(seq->seq_id, &copies));
     out.swap_in.insert(out.swap_in.end(), copies.begin(), copies.end());
     seq->swapped = false;
+    PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, seq->num_computed_tokens, total, &out.cow));
+    return num_new;
   }
-  return kv_.allocate_for_write(seq->seq_id, seq->num_computed_tokens, seq->num_computed_tokens + num_new,
-                                &out.cow);
-}
-
-int32_t Scheduler::reuse_cached_prefix(Sequence* seq) {
-  if (seq->swapped || seq->num_computed_tokens > 0 || !kv_.prefix_cache_enabled()) return 0;
-  const int32_t cached = kv_.acquire_cached_prefix(seq->seq_id, seq->tokens);
+  PAGODA_CHECK(seq->num_computed_tokens == 0 && !kv_.contains(seq->seq_id));
+  // Cached prefix tokens cost no budget: only uncached ones are counted.
+  const int32_t cached = kv_.num_cached_prefix_tokens(seq->tokens);
+  const int32_t num_new = std::min(seq->num_tokens() - cached, budget);
+  if (!kv_.can_admit(seq->tokens, cached + num_new)) return 0;
+  PAGODA_CHECK(kv_.acquire_cached_prefix(seq->seq_id, seq->tokens) == cached);
   seq->num_computed_tokens = cached;
   seq->num_cached_tokens = std::min(cached, seq->num_prompt_tokens);
-  return cached;
+  PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, cached, cached + num_new, &out.cow));
+  return num_new;
 }
 
 SchedulerOutput Scheduler::schedule(double now) {
@@ -149,19 +151,17 @@ SchedulerOutput Scheduler::schedule(double now) {
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
     const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
     if (num_new <= 0) continue;
-    bool ok = false;
-    while (!(ok = kv_.allocate_for_write(seq->seq_id, seq->num_computed_tokens,
-                                         seq->num_computed_tokens + num_new, &out.cow))) {
+    const int32_t begin = seq->num_computed_tokens, end = begin + num_new;
+    while (seq->status == SeqStatus::kRunning && !kv_.can_write(seq->seq_id, begin, end)) {
       Sequence* victim = pick_victim();
       // Never preempt what this step already scheduled; then give up on seq.
       const bool victim_scheduled = std::any_of(out.scheduled.begin(), out.scheduled.end(),
                                                 [&](const ScheduledSeq& s) { return s.seq == victim; });
-      if (victim_scheduled) victim = seq;
-      preempt(victim, out);
-      if (victim == seq) break;
+      preempt(victim_scheduled ? seq : victim, out);
     }
-    if (!ok) continue;
-    out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens()});
+    if (seq->status != SeqStatus::kRunning) continue;
+    PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, begin, end, &out.cow));
+    out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0});
     budget -= num_new;
   }
 
@@ -176,21 +176,11 @@ SchedulerOutput Scheduler::schedule(double now) {
            static_cast<int32_t>(running_.size()) < config_.max_num_seqs;
          ++taken) {
       Sequence* seq = waiting_[taken];
-      // Cached prefix tokens cost no budget: only uncached ones are counted.
-      reuse_cached_prefix(seq);
-      const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
-      if (!admit(seq, num_new, out)) {
-        // Head-of-line: keep the order fair. Release the shared prefix so the
-        // blocks stay evictable while this sequence waits.
-        if (!seq->swapped) {
-          kv_.free(seq->seq_id);
-          seq->num_computed_tokens = 0;
-        }
-        break;
-      }
+      const int32_t num_new = admit(seq, budget, out);
+      if (num_new == 0) break;  // head-of-line: keeps the order fair
       seq->status = SeqStatus::kRunning;
       running_.push_back(seq);
-      out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens()});
+      out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0});
       budget -= num_new;
     }
     waiting_.erase(waiting_.begin(), waiting_.begin() + taken);

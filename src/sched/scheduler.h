@@ -36,7 +36,10 @@ struct SchedulerConfig {
 struct ScheduledSeq {
   Sequence* seq = nullptr;
   int32_t num_new_tokens = 0;  // compute positions [num_computed, num_computed + num_new)
-  bool needs_sample = false;   // this step reaches the end of the known tokens
+  // Trailing positions of this slice whose logits are wanted: 1 when the
+  // step reaches the end of the known tokens (sample the next one), 0 for a
+  // prefill chunk that does not.
+  int32_t num_logits = 0;
 };
 
 struct SchedulerOutput {
@@ -76,9 +79,10 @@ class Scheduler {
   bool waits_before(const Sequence* a, const Sequence* b, double now) const;
   Sequence* pick_victim() const;
   void preempt(Sequence* seq, SchedulerOutput& out);
-  bool admit(Sequence* seq, int32_t num_new, SchedulerOutput& out);
-  // Shares cached prefix blocks with a fresh sequence; returns tokens reused.
-  int32_t reuse_cached_prefix(Sequence* seq);
+  // Admits a waiting sequence within `budget` tokens when its blocks fit:
+  // swaps it in, or shares its cached prefix and allocates the rest. Returns
+  // the tokens to compute this step; 0 (and no change) when it does not fit.
+  int32_t admit(Sequence* seq, int32_t budget, SchedulerOutput& out);
 
   SchedulerConfig config_;
   KVCacheManager& kv_;

@@ -11,12 +11,6 @@
 
 namespace pagoda {
 
-struct RequestId {
-  int64_t value = -1;
-  bool operator==(const RequestId&) const = default;
-  auto operator<=>(const RequestId&) const = default;
-};
-
 enum class SeqStatus { kWaiting, kRunning, kPreempted, kFinished };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

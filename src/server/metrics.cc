@@ -92,7 +92,7 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   gauge("num_requests_swapped", "Requests preempted to the host swap tier.", s.num_swapped);
   gauge("kv_cache_usage_perc", "KV cache usage (1 = full).", s.kv_usage);
   gauge("kv_cache_total_blocks", "KV cache blocks in the pool.", s.num_kv_blocks);
-  gauge("kv_cache_free_blocks", "Free KV cache blocks.", s.num_free_kv_blocks);
+  gauge("kv_cache_free_blocks", "KV cache blocks an allocation can get now (free plus evictable prefix-cache blocks).", s.num_available_kv_blocks);
   gauge("prefix_cache_hit_rate", "Prompt tokens served by the prefix cache / prompt tokens computed.",
         s.stats.prefix_cache_hit_rate());
   gauge("prefix_cache_blocks", "KV blocks held by the prefix cache (free blocks include the evictable ones).",

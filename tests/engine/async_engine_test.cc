@@ -50,9 +50,9 @@ TEST(AsyncEngine, ConcurrentSubmittersGetCompleteStreams) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(ok.load(), 20);
   // Blocks all return once the engine is idle.
-  for (int i = 0; i < 100 && ae.snapshot().num_free_kv_blocks != ae.snapshot().num_kv_blocks; ++i)
+  for (int i = 0; i < 100 && ae.snapshot().num_available_kv_blocks != ae.snapshot().num_kv_blocks; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(ae.snapshot().num_free_kv_blocks, ae.snapshot().num_kv_blocks);
+  EXPECT_EQ(ae.snapshot().num_available_kv_blocks, ae.snapshot().num_kv_blocks);
 }
 
 TEST(AsyncEngine, AbortEndsStreamAndFreesBlocks) {
@@ -65,9 +65,9 @@ TEST(AsyncEngine, AbortEndsStreamAndFreesBlocks) {
   FinishReason last = FinishReason::kNone;
   while (auto o = (*stream)->next()) last = o->finish_reason;
   EXPECT_EQ(last, FinishReason::kAbort);
-  for (int i = 0; i < 100 && ae.snapshot().num_free_kv_blocks != ae.snapshot().num_kv_blocks; ++i)
+  for (int i = 0; i < 100 && ae.snapshot().num_available_kv_blocks != ae.snapshot().num_kv_blocks; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(ae.snapshot().num_free_kv_blocks, ae.snapshot().num_kv_blocks);
+  EXPECT_EQ(ae.snapshot().num_available_kv_blocks, ae.snapshot().num_kv_blocks);
 }
 
 TEST(AsyncEngine, InvalidRequestIsRejectedAtSubmit) {

@@ -28,7 +28,7 @@ std::vector<RequestOutput> run_all(Engine& e) {
     const Status st = e.kv_manager().check_invariants();
     EXPECT_TRUE(st.is_ok()) << st.message();
   }
-  EXPECT_EQ(e.kv_manager().num_free_blocks(), e.kv_manager().num_blocks());
+  EXPECT_EQ(e.kv_manager().num_available_blocks(), e.kv_manager().num_blocks());
   return outs;
 }
 
@@ -93,14 +93,14 @@ TEST(BeamSearch, BeamsShareHistoryBlocks) {
   std::vector<RequestOutput> outs;
   while (e->has_unfinished()) {
     for (auto& o : e->step()) outs.push_back(std::move(o));
-    peak = std::max(peak, e->kv_manager().num_blocks() - e->kv_manager().num_free_blocks());
+    peak = std::max(peak, e->kv_manager().num_blocks() - e->kv_manager().num_available_blocks());
     ASSERT_TRUE(e->kv_manager().check_invariants().is_ok());
   }
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_EQ(outs[0].new_tokens.size(), 20u);
   // Unshared, 4 beams of 67 tokens would hold 4 * 17 = 68 blocks.
   EXPECT_LT(peak, 40);
-  EXPECT_EQ(e->kv_manager().num_free_blocks(), e->kv_manager().num_blocks());
+  EXPECT_EQ(e->kv_manager().num_available_blocks(), e->kv_manager().num_blocks());
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "model/make_model.h"
+#include "testing/make_model.h"
 
 namespace pagoda::testing_util {
 

@@ -20,13 +20,13 @@ struct Job {
   int abort_step;  // -1: never
 };
 
-std::vector<Job> random_jobs(uint32_t seed, int n, int32_t n_vocab) {
+std::vector<Job> random_jobs(uint32_t seed, int n, int32_t vocab_size) {
   std::mt19937 rng(seed);
   std::vector<Job> jobs;
   for (int i = 0; i < n; ++i) {
     Job j;
     const int len = 3 + static_cast<int>(rng() % 40);
-    for (int k = 0; k < len; ++k) j.spec.prompt.push_back(static_cast<int32_t>(rng() % n_vocab));
+    for (int k = 0; k < len; ++k) j.spec.prompt.push_back(static_cast<int32_t>(rng() % vocab_size));
     j.spec.max_tokens = 1 + static_cast<int32_t>(rng() % 24);
     j.spec.sampling.temperature = 0;
     j.spec.ignore_eos = true;
@@ -67,11 +67,11 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
   // Size the pool in blocks: a tiny model's block is a few KiB.
   auto probe = make_engine(path, 64 << 20);
   const auto& mc = probe->model_config();
-  const int64_t block_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.n_layer, 4, mc.n_head_kv, mc.head_dim));
+  const int64_t block_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
   auto e = make_engine(path, block_bytes * c.kv_blocks, 4, sc, block_bytes * 64);
 
   for (uint32_t seed : {1u, 2u, 3u}) {
-    const auto jobs = random_jobs(seed, 14, mc.n_vocab);
+    const auto jobs = random_jobs(seed, 14, mc.vocab_size);
     std::map<int64_t, int> job_of;
     std::map<int64_t, std::vector<int32_t>> got;
     std::map<int64_t, FinishReason> reason;
@@ -94,7 +94,7 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
       ASSERT_TRUE(inv.is_ok()) << "step " << step << ": " << inv.message();
     }
     ASSERT_FALSE(e->has_unfinished());
-    EXPECT_EQ(e->kv_manager().num_free_blocks(), e->kv_manager().num_blocks()) << "leaked blocks";
+    EXPECT_EQ(e->kv_manager().num_available_blocks(), e->kv_manager().num_blocks()) << "leaked blocks";
     EXPECT_EQ(e->kv_manager().num_free_host_blocks(), e->kv_manager().num_host_blocks());
     for (auto& [id, j] : job_of) {
       ASSERT_TRUE(reason.count(id)) << "request " << id << " never finished";

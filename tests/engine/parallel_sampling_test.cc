@@ -34,12 +34,12 @@ std::map<int32_t, std::vector<int32_t>> run(Engine& e, const RequestSpec& spec, 
       finished_requests += o.request_finished;
     }
     const auto& kv = e.kv_manager();
-    *peak_blocks = std::max(*peak_blocks, kv.num_blocks() - kv.num_free_blocks());
+    *peak_blocks = std::max(*peak_blocks, kv.num_blocks() - kv.num_available_blocks());
     const Status st = kv.check_invariants();
     EXPECT_TRUE(st.is_ok()) << st.message();
   }
   EXPECT_EQ(finished_requests, 1);
-  EXPECT_EQ(e.kv_manager().num_free_blocks(), e.kv_manager().num_blocks());
+  EXPECT_EQ(e.kv_manager().num_available_blocks(), e.kv_manager().num_blocks());
   return out;
 }
 

@@ -24,7 +24,7 @@ std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy p
   cfg.sched.max_num_batched_tokens = 48;
   auto probe = Engine::create(path, cfg);
   const auto& mc = (*probe)->model_config();
-  cfg.kv_cache_bytes = kv_blocks * static_cast<int64_t>(KVStorage::bytes_per_block(mc.n_layer, 4, mc.n_head_kv, mc.head_dim));
+  cfg.kv_cache_bytes = kv_blocks * static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
   auto e = Engine::create(path, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   return std::move(e).value();
@@ -57,16 +57,16 @@ RequestSpec greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   return s;
 }
 
-std::vector<std::pair<int, RequestSpec>> shared_prefix_jobs(uint32_t seed, int32_t n_vocab) {
+std::vector<std::pair<int, RequestSpec>> shared_prefix_jobs(uint32_t seed, int32_t vocab_size) {
   std::mt19937 rng(seed);
   std::vector<int32_t> system;
-  for (int i = 0; i < 37; ++i) system.push_back(static_cast<int32_t>(3 + rng() % (n_vocab - 3)));
+  for (int i = 0; i < 37; ++i) system.push_back(static_cast<int32_t>(3 + rng() % (vocab_size - 3)));
   std::vector<std::pair<int, RequestSpec>> jobs;
   for (int i = 0; i < 10; ++i) {
     auto p = system;
     // Branching: some share a longer stem with a sibling.
     if (i % 3 == 0) p.insert(p.end(), {5, 6, 7, 8, 9});
-    for (int k = 0; k < 3 + static_cast<int>(rng() % 9); ++k) p.push_back(static_cast<int32_t>(3 + rng() % (n_vocab - 3)));
+    for (int k = 0; k < 3 + static_cast<int>(rng() % 9); ++k) p.push_back(static_cast<int32_t>(3 + rng() % (vocab_size - 3)));
     jobs.push_back({i * 3, greedy(p, 4 + static_cast<int32_t>(rng() % 8))});
   }
   return jobs;
@@ -76,13 +76,13 @@ TEST(PrefixCacheEngine, SameGreedyOutputsWithCacheOnAndOff) {
   for (int64_t blocks : {200, 40}) {  // roomy, then eviction pressure
     auto on = engine_with(true, blocks);
     auto off = engine_with(false, blocks);
-    const auto jobs = shared_prefix_jobs(4, on->model_config().n_vocab);
+    const auto jobs = shared_prefix_jobs(4, on->model_config().vocab_size);
     const auto got_on = run(*on, jobs);
     const auto got_off = run(*off, jobs);
     EXPECT_EQ(got_on, got_off) << "blocks " << blocks;
     EXPECT_GT(on->stats().prefix_cache_hit_rate(), 0.3) << "blocks " << blocks;
     EXPECT_EQ(off->stats().prefix_cache_hit_rate(), 0.0);
-    EXPECT_EQ(on->kv_manager().num_free_blocks(), on->kv_manager().num_blocks());
+    EXPECT_EQ(on->kv_manager().num_available_blocks(), on->kv_manager().num_blocks());
     if (blocks == 40) {
       EXPECT_GT(on->kv_manager().prefix_cache()->num_evictions(), 0);
     }
@@ -109,7 +109,7 @@ TEST(PrefixCacheEngine, MultiTurnChatReusesEarlierTurns) {
 TEST(PrefixCacheEngine, LongestPrefixMatchPolicyKeepsOutputs) {
   auto lpm = engine_with(true, 60, SchedPolicy::kLpm);
   auto fcfs = engine_with(false, 60);
-  std::vector<std::pair<int, RequestSpec>> jobs = shared_prefix_jobs(9, lpm->model_config().n_vocab);
+  std::vector<std::pair<int, RequestSpec>> jobs = shared_prefix_jobs(9, lpm->model_config().vocab_size);
   for (auto& j : jobs) j.first = 0;  // all at once: the policy reorders
   jobs.push_back({1, greedy({1, 2, 3}, 3)});
   EXPECT_EQ(run(*lpm, jobs), run(*fcfs, jobs));

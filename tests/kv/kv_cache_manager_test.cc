@@ -30,15 +30,15 @@ TEST(KVCacheManager, AllocateGrowsAndCountsBlocks) {
   EXPECT_EQ(m.num_blocks_needed(a, 3), 0);  // never shrinks
   ASSERT_TRUE(m.allocate_slots(a, 3));
   EXPECT_EQ(m.block_table(a).size(), 2u);
-  EXPECT_EQ(m.num_free_blocks(), 8);
-  const std::vector<int32_t>& t = m.block_table(a);
-  EXPECT_EQ(m.slot_of(a, 0), int64_t{t[0]} * 4);
-  EXPECT_EQ(m.slot_of(a, 6), int64_t{t[1]} * 4 + 2);
+  EXPECT_EQ(m.num_available_blocks(), 8);
+  const std::vector<BlockId>& t = m.block_table(a);
+  EXPECT_EQ(m.slot_of(a, 0), int64_t{t[0].value} * 4);
+  EXPECT_EQ(m.slot_of(a, 6), int64_t{t[1].value} * 4 + 2);
   EXPECT_TRUE(m.block_table(SeqId{99}).empty());
   expect_ok(m);
   m.free(a);
   m.free(a);  // unknown now: ignored
-  EXPECT_EQ(m.num_free_blocks(), 10);
+  EXPECT_EQ(m.num_available_blocks(), 10);
   EXPECT_FALSE(m.contains(a));
   expect_ok(m);
 }
@@ -48,17 +48,17 @@ TEST(KVCacheManager, AllocateIsAllOrNothing) {
   SeqId a{1}, b{2};
   ASSERT_TRUE(m.allocate_slots(a, 7));  // 3 blocks
   ASSERT_TRUE(m.allocate_slots(b, 2));  // 1 block
-  const std::vector<int32_t> table_b = m.block_table(b);
+  const std::vector<BlockId> table_b = m.block_table(b);
   EXPECT_EQ(m.num_blocks_needed(b, 9), 2);
   EXPECT_FALSE(m.can_allocate(b, 9));
   EXPECT_FALSE(m.allocate_slots(b, 9));  // needs 2, 1 free
   EXPECT_EQ(m.block_table(b), table_b);
-  EXPECT_EQ(m.num_free_blocks(), 1);
+  EXPECT_EQ(m.num_available_blocks(), 1);
   EXPECT_FALSE(m.allocate_slots(SeqId{3}, 4));  // a new sequence that does not fit is not created
   EXPECT_FALSE(m.contains(SeqId{3}));
   EXPECT_TRUE(m.can_allocate(b, 6));
   EXPECT_TRUE(m.allocate_slots(b, 6));
-  EXPECT_EQ(m.num_free_blocks(), 0);
+  EXPECT_EQ(m.num_available_blocks(), 0);
   expect_ok(m);
 }
 
@@ -88,8 +88,8 @@ TEST(KVCacheManager, ForkSharesAndCopyOnWriteSplits) {
   m.fork(p, c);
   EXPECT_EQ(m.block_table(c), m.block_table(p));
   EXPECT_EQ(m.num_tokens(c), 3);
-  EXPECT_EQ(m.num_free_blocks(), 4);
-  const BlockId y{m.block_table(p)[1]};
+  EXPECT_EQ(m.num_available_blocks(), 4);
+  const BlockId y = m.block_table(p)[1];
   EXPECT_EQ(m.pool().ref_count(y), 2);
   expect_ok(m);
 
@@ -97,19 +97,19 @@ TEST(KVCacheManager, ForkSharesAndCopyOnWriteSplits) {
   EXPECT_EQ(m.num_cow_blocks_needed(c, 0, 4), 2);
   auto copy = m.prepare_write(c, 3);
   ASSERT_TRUE(copy.has_value());
-  EXPECT_EQ(copy->first, y);
-  EXPECT_NE(copy->second, y);
-  EXPECT_EQ(m.block_table(c)[1], copy->second.value);
-  EXPECT_EQ(m.block_table(p)[1], y.value);
+  EXPECT_EQ(copy->src, y);
+  EXPECT_NE(copy->dst, y);
+  EXPECT_EQ(m.block_table(c)[1], copy->dst);
+  EXPECT_EQ(m.block_table(p)[1], y);
   EXPECT_EQ(m.pool().ref_count(y), 1);
-  EXPECT_EQ(m.pool().ref_count(copy->second), 1);
+  EXPECT_EQ(m.pool().ref_count(copy->dst), 1);
   EXPECT_FALSE(m.prepare_write(c, 2).has_value());  // now private
   EXPECT_FALSE(m.prepare_write(p, 2).has_value());  // the parent's is private too
   EXPECT_EQ(m.num_cow_blocks_needed(c, 2, 4), 0);
   expect_ok(m);
   m.free(p);
   m.free(c);
-  EXPECT_EQ(m.num_free_blocks(), 6);
+  EXPECT_EQ(m.num_available_blocks(), 6);
   expect_ok(m);
 }
 
@@ -154,18 +154,18 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
       const bool exists = m.contains(s);
       if (op == 0) {  // grow
         const int32_t want = m.capacity(s) + static_cast<int32_t>(pick(2 * bs + 2));
-        const int32_t free_before = m.num_free_blocks();
-        const std::vector<int32_t> table_before = m.block_table(s);
+        const int32_t free_before = m.num_available_blocks();
+        const std::vector<BlockId> table_before = m.block_table(s);
         const bool predicted = m.can_allocate(s, want);
         const int32_t need = m.num_blocks_needed(s, want);
         ASSERT_EQ(m.allocate_slots(s, want), predicted);
         if (predicted) {
-          ASSERT_EQ(m.num_free_blocks(), free_before - need);
+          ASSERT_EQ(m.num_available_blocks(), free_before - need);
           ASSERT_GE(m.capacity(s), want);
           shadow[s.value];  // exists now
         } else {
           ++num_failed_allocs;
-          ASSERT_EQ(m.num_free_blocks(), free_before);
+          ASSERT_EQ(m.num_available_blocks(), free_before);
           ASSERT_EQ(m.block_table(s), table_before);
           ASSERT_EQ(m.contains(s), exists);
         }
@@ -173,12 +173,12 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
         std::vector<int64_t>& content = shadow[s.value];
         const int32_t n = static_cast<int32_t>(content.size());
         const int32_t pos = pick(2) == 0 && n > 0 ? static_cast<int32_t>(pick(n)) : n;
-        if (pos >= m.capacity(s) || m.num_cow_blocks_needed(s, pos, pos + 1) > m.num_free_blocks()) continue;
+        if (pos >= m.capacity(s) || m.num_cow_blocks_needed(s, pos, pos + 1) > m.num_available_blocks()) continue;
         if (auto copy = m.prepare_write(s, pos)) {
           ++num_copies;
-          for (int32_t o = 0; o < bs; ++o) memory[copy->second.value * bs + o] = memory[copy->first.value * bs + o];
+          for (int32_t o = 0; o < bs; ++o) memory[copy->dst.value * bs + o] = memory[copy->src.value * bs + o];
         }
-        ASSERT_EQ(m.pool().ref_count(BlockId{m.block_table(s)[pos / bs]}), 1);
+        ASSERT_EQ(m.pool().ref_count(m.block_table(s)[pos / bs]), 1);
         memory[m.slot_of(s, pos)] = next_value;
         if (pos == n) content.push_back(next_value);
         else content[pos] = next_value;
@@ -187,10 +187,10 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
       } else if (op == 2 && exists) {  // fork into an unused id
         const SeqId child{pick(6)};
         if (m.contains(child)) continue;
-        const int32_t free_before = m.num_free_blocks();
+        const int32_t free_before = m.num_available_blocks();
         m.fork(s, child);
         ++num_forks;
-        ASSERT_EQ(m.num_free_blocks(), free_before);
+        ASSERT_EQ(m.num_available_blocks(), free_before);
         shadow[child.value] = shadow[s.value];
       } else if (op == 3) {  // free (also of unknown ids)
         m.free(s);
@@ -206,7 +206,7 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
       }
     }
     for (int64_t id = 0; id < 6; ++id) m.free(SeqId{id});
-    EXPECT_EQ(m.num_free_blocks(), num_blocks);
+    EXPECT_EQ(m.num_available_blocks(), num_blocks);
     EXPECT_EQ(m.num_seqs(), 0);
     expect_ok(m);
   }

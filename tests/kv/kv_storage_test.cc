@@ -63,9 +63,9 @@ TEST(KVStorage, F16WriteCopyAndSwap) {
     const auto* p = static_cast<const uint8_t*>(key ? st.k_data(l) : st.v_data(l)) + b * st.block_stride() * 2;
     return std::vector<uint8_t>(p, p + st.block_stride() * 2);
   };
-  s.copy_block(0, 2);
+  s.copy_block(BlockId{0}, BlockId{2});
   KVStorage host(layers, 2, bs, heads, hd, DType::kF16);
-  s.copy_block_to(1, host, 0);
+  s.copy_block_to(BlockId{1}, host, BlockId{0});
   for (int l = 0; l < layers; ++l) {
     EXPECT_EQ(block_bytes(s, l, 2, true), block_bytes(s, l, 0, true));
     EXPECT_EQ(block_bytes(s, l, 2, false), block_bytes(s, l, 0, false));
@@ -112,7 +112,7 @@ TEST(KVStorage, CopyBlockCopiesEveryLayerAndNothingElse) {
         s.k_block(l, b)[i] = tag(1, l, b, 0, static_cast<int>(i));
         s.v_block(l, b)[i] = tag(2, l, b, 0, static_cast<int>(i));
       }
-  s.copy_block(0, 2);
+  s.copy_block(BlockId{0}, BlockId{2});
   for (int l = 0; l < layers; ++l)
     for (size_t i = 0; i < s.block_stride(); ++i) {
       ASSERT_EQ(s.k_block(l, 2)[i], tag(1, l, 0, 0, static_cast<int>(i)));

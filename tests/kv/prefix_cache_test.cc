@@ -23,7 +23,7 @@ TEST(PrefixCache, SharedPrefixIsReusedAndSurvivesFree) {
   kv.free(SeqId{1});
   ASSERT_TRUE(kv.check_invariants().is_ok());
   // Cached blocks are evictable, so they count as free.
-  EXPECT_EQ(kv.num_free_blocks(), 32);
+  EXPECT_EQ(kv.num_available_blocks(), 32);
   std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 7, 8, 99, 100, 101};
   EXPECT_EQ(kv.num_cached_prefix_tokens(b), 8);
   EXPECT_EQ(kv.acquire_cached_prefix(SeqId{2}, b), 8);
@@ -31,7 +31,7 @@ TEST(PrefixCache, SharedPrefixIsReusedAndSurvivesFree) {
   std::vector<int32_t> c(a.begin(), a.begin() + 8);
   EXPECT_EQ(kv.acquire_cached_prefix(SeqId{3}, c), 4);
   ASSERT_TRUE(kv.check_invariants().is_ok());
-  EXPECT_EQ(kv.pool().ref_count(BlockId{kv.block_table(SeqId{2})[0]}), 3);  // cache + seq 2 + seq 3
+  EXPECT_EQ(kv.pool().ref_count(kv.block_table(SeqId{2})[0]), 3);  // cache + seq 2 + seq 3
 }
 
 TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesFirst) {
@@ -62,7 +62,7 @@ TEST(PrefixCache, NeverEvictsABlockARunningSequenceHolds) {
   ASSERT_TRUE(kv.allocate_slots(SeqId{1}, 4));
   kv.set_num_tokens(SeqId{1}, 4);
   kv.cache_computed(SeqId{1}, t, 4);  // cached and still held
-  EXPECT_EQ(kv.num_free_blocks(), 1);
+  EXPECT_EQ(kv.num_available_blocks(), 1);
   EXPECT_FALSE(kv.allocate_slots(SeqId{2}, 4));
   ASSERT_TRUE(kv.check_invariants().is_ok());
 }
@@ -86,10 +86,14 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
         toks.resize(1 + rng() % toks.size());
         for (int i = 0; i < static_cast<int>(rng() % 6); ++i) toks.push_back(static_cast<int32_t>(rng() % 5));
         const SeqId id{next++};
+        // The read-only predicate must agree with what the mutators then do.
+        const bool fits = kv.can_admit(toks, static_cast<int32_t>(toks.size()));
         const int32_t cached = kv.acquire_cached_prefix(id, toks);
         ASSERT_LT(cached, static_cast<int32_t>(toks.size()));
         ASSERT_EQ(cached % bs, 0);
-        if (kv.allocate_slots(id, static_cast<int32_t>(toks.size()))) {
+        const bool allocated = kv.allocate_slots(id, static_cast<int32_t>(toks.size()));
+        ASSERT_EQ(allocated, fits) << "seed " << seed << " op " << op;
+        if (allocated) {
           kv.set_num_tokens(id, static_cast<int32_t>(toks.size()));
           kv.cache_computed(id, toks, static_cast<int32_t>(toks.size()));
           live[id.value] = toks;
@@ -106,9 +110,11 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
         } else if (kind == 2) {  // decode one token (copy-on-write if shared)
           auto& toks = it->second;
           const auto n = static_cast<int32_t>(toks.size());
-          if (kv.allocate_slots(id, n + 1)) {
-            if (kv.num_cow_blocks_needed(id, n, n + 1) <= kv.num_free_blocks()) {
-              kv.prepare_write(id, n);
+          const bool fits = kv.can_write(id, n, n + 1);
+          std::vector<BlockCopy> cow;
+          ASSERT_EQ(kv.allocate_for_write(id, n, n + 1, &cow), fits) << "seed " << seed << " op " << op;
+          if (fits) {
+            {
               toks.push_back(static_cast<int32_t>(rng() % 5));
               kv.set_num_tokens(id, n + 1);
               kv.cache_computed(id, toks, n + 1);
@@ -130,9 +136,9 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
     for (auto& [id, toks] : live) kv.free(SeqId{id});
     ASSERT_TRUE(kv.check_invariants().is_ok());
     // Everything left is cache-only, hence evictable; evict all of it.
-    EXPECT_EQ(kv.num_free_blocks(), kv.num_blocks());
+    EXPECT_EQ(kv.num_available_blocks(), kv.num_blocks());
     kv.enable_prefix_cache(false);
-    EXPECT_EQ(kv.num_unreferenced_free_blocks(), kv.num_blocks()) << "leaked blocks, seed " << seed;
+    EXPECT_EQ(kv.num_free_blocks(), kv.num_blocks()) << "leaked blocks, seed " << seed;
   }
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 struct Shape {
   std::string arch;
-  int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff;
+  int vocab_size, hidden_size, num_layers, num_heads, num_kv_heads, ffn_size;
 };
 
 // A random model kept as float tensors; written to GGUF for the engine.
@@ -28,7 +28,7 @@ struct RandomModel {
   std::vector<uint8_t> bytes;
   std::unique_ptr<gguf::GGUFFile> file;
 
-  int head_dim() const { return s.n_embd / s.n_head; }
+  int head_dim() const { return s.hidden_size / s.num_heads; }
 
   explicit RandomModel(const Shape& shape, uint32_t seed) : s(shape) {
     std::mt19937 rng(seed);
@@ -36,11 +36,11 @@ struct RandomModel {
     gguf::GGUFWriter w;
     w.set("general.architecture", gguf::Value::make_string(s.arch));
     const std::string a = s.arch + ".";
-    w.set(a + "embedding_length", gguf::Value::make_u32(s.n_embd));
-    w.set(a + "block_count", gguf::Value::make_u32(s.n_layer));
-    w.set(a + "feed_forward_length", gguf::Value::make_u32(s.n_ff));
-    w.set(a + "attention.head_count", gguf::Value::make_u32(s.n_head));
-    w.set(a + "attention.head_count_kv", gguf::Value::make_u32(s.n_head_kv));
+    w.set(a + "embedding_length", gguf::Value::make_u32(s.hidden_size));
+    w.set(a + "block_count", gguf::Value::make_u32(s.num_layers));
+    w.set(a + "feed_forward_length", gguf::Value::make_u32(s.ffn_size));
+    w.set(a + "attention.head_count", gguf::Value::make_u32(s.num_heads));
+    w.set(a + "attention.head_count_kv", gguf::Value::make_u32(s.num_kv_heads));
     w.set(a + "context_length", gguf::Value::make_u32(256));
     w.set(a + "rope.freq_base", gguf::Value::make_f32(500.0f));
     w.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::make_f32(1e-5f));
@@ -52,24 +52,24 @@ struct RandomModel {
       std::vector<int64_t> dims = n_out == 1 ? std::vector<int64_t>{n_in} : std::vector<int64_t>{n_in, n_out};
       w.add_tensor(name, dims, DType::kF32, v.data(), v.size() * 4);
     };
-    add("token_embd.weight", s.n_embd, s.n_vocab, 1.0f, 0);
-    add("output_norm.weight", s.n_embd, 1, 0.1f, 1.0f);
-    add("output.weight", s.n_embd, s.n_vocab, 1.0f / std::sqrt(s.n_embd), 0);
-    for (int l = 0; l < s.n_layer; ++l) {
+    add("token_embd.weight", s.hidden_size, s.vocab_size, 1.0f, 0);
+    add("output_norm.weight", s.hidden_size, 1, 0.1f, 1.0f);
+    add("output.weight", s.hidden_size, s.vocab_size, 1.0f / std::sqrt(s.hidden_size), 0);
+    for (int l = 0; l < s.num_layers; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
-      add(p + "attn_norm.weight", s.n_embd, 1, 0.1f, 1.0f);
-      add(p + "ffn_norm.weight", s.n_embd, 1, 0.1f, 1.0f);
-      add(p + "attn_q.weight", s.n_embd, s.n_head * hd, 1.0f / std::sqrt(s.n_embd), 0);
-      add(p + "attn_k.weight", s.n_embd, s.n_head_kv * hd, 1.0f / std::sqrt(s.n_embd), 0);
-      add(p + "attn_v.weight", s.n_embd, s.n_head_kv * hd, 1.0f / std::sqrt(s.n_embd), 0);
-      add(p + "attn_output.weight", s.n_head * hd, s.n_embd, 0.5f / std::sqrt(s.n_embd), 0);
-      add(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f / std::sqrt(s.n_embd), 0);
-      add(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f / std::sqrt(s.n_embd), 0);
-      add(p + "ffn_down.weight", s.n_ff, s.n_embd, 0.5f / std::sqrt(s.n_ff), 0);
+      add(p + "attn_norm.weight", s.hidden_size, 1, 0.1f, 1.0f);
+      add(p + "ffn_norm.weight", s.hidden_size, 1, 0.1f, 1.0f);
+      add(p + "attn_q.weight", s.hidden_size, s.num_heads * hd, 1.0f / std::sqrt(s.hidden_size), 0);
+      add(p + "attn_k.weight", s.hidden_size, s.num_kv_heads * hd, 1.0f / std::sqrt(s.hidden_size), 0);
+      add(p + "attn_v.weight", s.hidden_size, s.num_kv_heads * hd, 1.0f / std::sqrt(s.hidden_size), 0);
+      add(p + "attn_output.weight", s.num_heads * hd, s.hidden_size, 0.5f / std::sqrt(s.hidden_size), 0);
+      add(p + "ffn_gate.weight", s.hidden_size, s.ffn_size, 1.0f / std::sqrt(s.hidden_size), 0);
+      add(p + "ffn_up.weight", s.hidden_size, s.ffn_size, 1.0f / std::sqrt(s.hidden_size), 0);
+      add(p + "ffn_down.weight", s.ffn_size, s.hidden_size, 0.5f / std::sqrt(s.ffn_size), 0);
       if (s.arch == "qwen2") {
-        add(p + "attn_q.bias", s.n_head * hd, 1, 0.1f, 0);
-        add(p + "attn_k.bias", s.n_head_kv * hd, 1, 0.1f, 0);
-        add(p + "attn_v.bias", s.n_head_kv * hd, 1, 0.1f, 0);
+        add(p + "attn_q.bias", s.num_heads * hd, 1, 0.1f, 0);
+        add(p + "attn_k.bias", s.num_kv_heads * hd, 1, 0.1f, 0);
+        add(p + "attn_v.bias", s.num_kv_heads * hd, 1, 0.1f, 0);
       }
     }
     bytes = w.to_bytes();
@@ -113,28 +113,28 @@ struct RandomModel {
     const int hd = head_dim(), n = static_cast<int>(toks.size());
     std::vector<std::vector<double>> x(n);
     for (int i = 0; i < n; ++i)
-      x[i].assign(t.at("token_embd.weight").begin() + toks[i] * s.n_embd,
-                  t.at("token_embd.weight").begin() + (toks[i] + 1) * s.n_embd);
-    for (int l = 0; l < s.n_layer; ++l) {
+      x[i].assign(t.at("token_embd.weight").begin() + toks[i] * s.hidden_size,
+                  t.at("token_embd.weight").begin() + (toks[i] + 1) * s.hidden_size);
+    for (int l = 0; l < s.num_layers; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       std::vector<std::vector<double>> q(n), k(n), v(n);
       for (int i = 0; i < n; ++i) {
         auto h = norm(p + "attn_norm.weight", x[i]);
-        q[i] = lin(p + "attn_q.weight", h, s.n_head * hd);
-        k[i] = lin(p + "attn_k.weight", h, s.n_head_kv * hd);
-        v[i] = lin(p + "attn_v.weight", h, s.n_head_kv * hd);
+        q[i] = lin(p + "attn_q.weight", h, s.num_heads * hd);
+        k[i] = lin(p + "attn_k.weight", h, s.num_kv_heads * hd);
+        v[i] = lin(p + "attn_v.weight", h, s.num_kv_heads * hd);
         if (s.arch == "qwen2") {
           for (size_t j = 0; j < q[i].size(); ++j) q[i][j] += t.at(p + "attn_q.bias")[j];
           for (size_t j = 0; j < k[i].size(); ++j) k[i][j] += t.at(p + "attn_k.bias")[j];
           for (size_t j = 0; j < v[i].size(); ++j) v[i][j] += t.at(p + "attn_v.bias")[j];
         }
-        rope(q[i], s.n_head, i);
-        rope(k[i], s.n_head_kv, i);
+        rope(q[i], s.num_heads, i);
+        rope(k[i], s.num_kv_heads, i);
       }
       for (int i = 0; i < n; ++i) {
-        std::vector<double> att(s.n_head * hd, 0.0);
-        for (int h = 0; h < s.n_head; ++h) {
-          const int kh = h / (s.n_head / s.n_head_kv);
+        std::vector<double> att(s.num_heads * hd, 0.0);
+        for (int h = 0; h < s.num_heads; ++h) {
+          const int kh = h / (s.num_heads / s.num_kv_heads);
           std::vector<double> sc(i + 1);
           double mx = -1e300;
           for (int j = 0; j <= i; ++j) {
@@ -148,18 +148,18 @@ struct RandomModel {
           for (int j = 0; j <= i; ++j)
             for (int e = 0; e < hd; ++e) att[h * hd + e] += sc[j] / sum * v[j][kh * hd + e];
         }
-        auto o = lin(p + "attn_output.weight", att, s.n_embd);
-        for (int e = 0; e < s.n_embd; ++e) x[i][e] += o[e];
+        auto o = lin(p + "attn_output.weight", att, s.hidden_size);
+        for (int e = 0; e < s.hidden_size; ++e) x[i][e] += o[e];
         auto h = norm(p + "ffn_norm.weight", x[i]);
-        auto g = lin(p + "ffn_gate.weight", h, s.n_ff);
-        auto u = lin(p + "ffn_up.weight", h, s.n_ff);
-        for (int e = 0; e < s.n_ff; ++e) g[e] = g[e] / (1 + std::exp(-g[e])) * u[e];
-        auto d = lin(p + "ffn_down.weight", g, s.n_embd);
-        for (int e = 0; e < s.n_embd; ++e) x[i][e] += d[e];
+        auto g = lin(p + "ffn_gate.weight", h, s.ffn_size);
+        auto u = lin(p + "ffn_up.weight", h, s.ffn_size);
+        for (int e = 0; e < s.ffn_size; ++e) g[e] = g[e] / (1 + std::exp(-g[e])) * u[e];
+        auto d = lin(p + "ffn_down.weight", g, s.hidden_size);
+        for (int e = 0; e < s.hidden_size; ++e) x[i][e] += d[e];
       }
     }
     std::vector<std::vector<double>> logits(n);
-    for (int i = 0; i < n; ++i) logits[i] = lin("output.weight", norm("output_norm.weight", x[i]), s.n_vocab);
+    for (int i = 0; i < n; ++i) logits[i] = lin("output.weight", norm("output_norm.weight", x[i]), s.vocab_size);
     return logits;
   }
 };
@@ -175,7 +175,7 @@ class PagedRunner {
     EXPECT_TRUE(model.is_ok()) << model.status().message();
     model_ = std::move(model).value();
     const auto& c = model_->config();
-    storage_ = std::make_unique<KVStorage>(c.n_layer, 64, block_size, c.n_head_kv, c.head_dim, kv_dtype);
+    storage_ = std::make_unique<KVStorage>(c.num_layers, 64, block_size, c.num_kv_heads, c.head_dim, kv_dtype);
   }
 
   void step(const std::vector<std::pair<int, int>>& work, const std::vector<std::vector<int32_t>>& seqs,
@@ -190,13 +190,13 @@ class PagedRunner {
       for (int p = done; p < done + n_new; ++p) {
         b.tokens.push_back(seqs[si][p]);
         b.positions.push_back(p);
-        b.slots.push_back(int64_t{table[p / bs]} * bs + p % bs);
+        b.slots.push_back(int64_t{table[p / bs].value} * bs + p % bs);
         b.logit_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
       }
       b.seqs.push_back(sl);
       done += n_new;
     }
-    const int nv = model_->config().n_vocab;
+    const int nv = model_->config().vocab_size;
     std::vector<float> logits(b.logit_rows.size() * nv);
     model_->forward(b, *storage_, pool_, logits.data());
     size_t r = 0;
@@ -245,7 +245,7 @@ TEST_P(ForwardTest, MixedPrefillAndDecodeMatchFloat64Reference) {
   std::vector<std::vector<int32_t>> seqs(3);
   const int lens[] = {23, 9, 14};
   for (int i = 0; i < 3; ++i)
-    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().n_vocab);
+    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().vocab_size);
 
   PagedRunner runner(m, /*block_size=*/5, /*num_threads=*/2);
   std::map<int, std::vector<std::vector<float>>> out;
@@ -270,7 +270,7 @@ TEST_P(ForwardTest, F16KVCacheStaysCloseToFloat64Reference) {
   std::vector<std::vector<int32_t>> seqs(2);
   const int lens[] = {19, 12};
   for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().n_vocab);
+    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().vocab_size);
   PagedRunner runner(m, /*block_size=*/4, /*num_threads=*/2, DType::kF16);
   std::map<int, std::vector<std::vector<float>>> out;
   runner.step({{0, 9}, {1, 12}}, seqs, out);
@@ -287,7 +287,7 @@ TEST_P(ForwardTest, BatchingDoesNotChangeLogits) {
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> seqs(4);
   for (auto& s : seqs)
-    for (int k = 0; k < 13; ++k) s.push_back(rng() % GetParam().n_vocab);
+    for (int k = 0; k < 13; ++k) s.push_back(rng() % GetParam().vocab_size);
   std::map<int, std::vector<std::vector<float>>> alone, together;
   for (int i = 0; i < 4; ++i) {
     PagedRunner r(m, 4, 1);
@@ -309,8 +309,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ForwardTest,
                                            Shape{"llama", 37, 40, 3, 4, 1, 24},   // MQA, head dim 10
                                            Shape{"qwen2", 45, 36, 2, 3, 1, 52}),  // biases, neox rope, hd 12
                          [](const auto& info) {
-                           return info.param.arch + "_h" + std::to_string(info.param.n_head) + "_kv" +
-                                  std::to_string(info.param.n_head_kv);
+                           return info.param.arch + "_h" + std::to_string(info.param.num_heads) + "_kv" +
+                                  std::to_string(info.param.num_kv_heads);
                          });
 
 }  // namespace

@@ -34,7 +34,7 @@ class FakeServing {
     SchedulerOutput out = sched_.schedule(now);
     sched_.on_step_done(out);
     for (const auto& s : out.scheduled) {
-      if (!s.needs_sample) continue;
+      if (s.num_logits == 0) continue;
       s.seq->tokens.push_back(7);
       if (s.seq->num_tokens() >= s.seq->max_total_tokens) sched_.finish(s.seq, FinishReason::kLength);
     }
@@ -63,7 +63,7 @@ TEST(Scheduler, NeverExceedsTokenBudgetOrSeatLimit) {
     EXPECT_LE(f.sched_.num_running(), cfg.max_num_seqs);
   }
   EXPECT_FALSE(f.sched_.has_unfinished());
-  EXPECT_EQ(f.kv_.num_free_blocks(), f.kv_.num_blocks());
+  EXPECT_EQ(f.kv_.num_available_blocks(), f.kv_.num_blocks());
 }
 
 TEST(Scheduler, SjfAgingBoundsTheWaitOfALongPrompt) {

@@ -139,7 +139,7 @@ TEST(Metrics, RenderCountsFinishedRequests) {
   EngineSnapshot s;
   s.num_running = 2;
   s.num_kv_blocks = 10;
-  s.num_free_kv_blocks = 8;
+  s.num_available_kv_blocks = 8;
   const std::string text = m.render(s);
   for (const char* line : {"pagoda:num_requests_running{model_name=\"tiny\"} 2\n",
                            "pagoda:kv_cache_free_blocks{model_name=\"tiny\"} 8\n",

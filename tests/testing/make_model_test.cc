@@ -1,4 +1,4 @@
-#include "model/make_model.h"
+#include "testing/make_model.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,9 +11,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "../shared_files.h"
 #include "gguf/gguf_file.h"
 #include "kernels/ref/quant_ref.h"
-#include "model/builtin_vocab.h"
+#include "testing/builtin_vocab.h"
 
 namespace pagoda {
 namespace {
@@ -70,10 +71,10 @@ std::pair<double, double> tensor_stats(const gguf::TensorInfo& t) {
 TEST(MakeModelConfig, PresetsAndDTypes) {
   auto t = model_preset("tinyllama-1.1b");
   ASSERT_TRUE(t.is_ok());
-  EXPECT_EQ(t->n_embd, 2048);
-  EXPECT_EQ(t->n_layer, 22);
-  EXPECT_EQ(t->n_head_kv, 4);
-  EXPECT_EQ(t->n_ff, 5632);
+  EXPECT_EQ(t->hidden_size, 2048);
+  EXPECT_EQ(t->num_layers, 22);
+  EXPECT_EQ(t->num_kv_heads, 4);
+  EXPECT_EQ(t->ffn_size, 5632);
   auto bad = model_preset("huge");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("tiny-mha"), std::string::npos) << bad.status().message();
@@ -93,23 +94,23 @@ TEST(MakeModelConfig, PresetsAndDTypes) {
 
 TEST(MakeModelConfig, RejectsBadShapes) {
   ModelShape s = model_preset("tiny").value();
-  s.n_head_kv = 3;  // 4 % 3 != 0
+  s.num_kv_heads = 3;  // 4 % 3 != 0
   EXPECT_FALSE(plan_model(s, DType::kF32, false).is_ok());
   s = model_preset("tiny").value();
-  s.n_head = 5;  // 64 % 5 != 0
+  s.num_heads = 5;  // 64 % 5 != 0
   EXPECT_FALSE(plan_model(s, DType::kF32, false).is_ok());
   s = model_preset("tiny").value();
-  s.n_layer = 0;
+  s.num_layers = 0;
   EXPECT_FALSE(plan_model(s, DType::kF32, false).is_ok());
   s = model_preset("tiny").value();
-  s.n_embd = 60;  // head dim 15 is odd
+  s.hidden_size = 60;  // head dim 15 is odd
   EXPECT_FALSE(plan_model(s, DType::kF32, false).is_ok());
 }
 
 TEST(MakeModelConfig, TypeRulesAndFallbacks) {
   ModelShape s = model_preset("tiny").value();
-  s.n_embd = 256;
-  s.n_ff = 640;  // not a multiple of 256: ffn_down falls back
+  s.hidden_size = 256;
+  s.ffn_size = 640;  // not a multiple of 256: ffn_down falls back
   auto plan = plan_model(s, DType::kQ4_K, false);
   ASSERT_TRUE(plan.is_ok());
   std::map<std::string, DType> types;
@@ -132,8 +133,8 @@ TEST(MakeModelConfig, TypeRulesAndFallbacks) {
   }
   EXPECT_TRUE(q8->notes.empty());
 
-  s.n_embd = 48;  // rows of 48: not a multiple of 32 either -> f16
-  s.n_head = 4;
+  s.hidden_size = 48;  // rows of 48: not a multiple of 32 either -> f16
+  s.num_heads = 4;
   auto q4 = plan_model(s, DType::kQ4_0, true);
   ASSERT_TRUE(q4.is_ok());
   for (const auto& t : q4->tensors) {
@@ -210,9 +211,9 @@ TEST_F(MakeModelTest, TinyInEveryDType) {
 
 TEST_F(MakeModelTest, KQuantsWhenRowsFit) {
   MakeModelOptions o = tiny(DType::kQ5_K);
-  o.shape.n_embd = 256;
-  o.shape.n_ff = 512;
-  o.shape.n_vocab = 300;
+  o.shape.hidden_size = 256;
+  o.shape.ffn_size = 512;
+  o.shape.vocab_size = 300;
   auto f = make_and_open(o, "k.gguf");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->tensor("blk.0.ffn_down.weight")->type, DType::kQ5_K);
@@ -221,7 +222,7 @@ TEST_F(MakeModelTest, KQuantsWhenRowsFit) {
   EXPECT_EQ(f->tensor("output.weight")->dims, (std::vector<int64_t>{256, 300}));
   EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens")->size(), 300u);
   auto [m, s] = tensor_stats(*f->tensor("blk.0.ffn_down.weight"));
-  // ffn_down: 1/sqrt(n_ff) / sqrt(2 * n_layer)
+  // ffn_down: 1/sqrt(ffn_size) / sqrt(2 * num_layers)
   EXPECT_NEAR(s, 1.0 / std::sqrt(512.0) / 2.0, 0.1 / std::sqrt(512.0) / 2.0);
 }
 
@@ -260,11 +261,12 @@ TEST_F(MakeModelTest, Qwen2AndTied) {
 }
 
 TEST_F(MakeModelTest, VocabFromCopiesTokenizer) {
+  PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
   const std::string src = std::string(PAGODA_SHARED_DIR) + "/models/stories260K.gguf";
   auto ref = gguf::GGUFFile::open(src);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
   MakeModelOptions o = tiny(DType::kQ8_0);
-  o.shape.n_vocab = 1000;  // overridden by the file
+  o.shape.vocab_size = 1000;  // overridden by the file
   o.vocab_from = src;
   auto f = make_and_open(o, "v.gguf");
   ASSERT_TRUE(f);
@@ -298,7 +300,7 @@ TEST_F(MakeModelTest, ClearErrors) {
   r = make_model(o, dir_.string());
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("directory"), std::string::npos) << r.status().message();
-  o.shape.n_vocab = 100;  // below 3 specials + 256 bytes
+  o.shape.vocab_size = 100;  // below 3 specials + 256 bytes
   r = make_model(o, path("x.gguf"));
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("259"), std::string::npos) << r.status().message();
@@ -333,10 +335,10 @@ std::vector<std::string> bpe(const std::string& text, const std::unordered_map<s
   return sym;
 }
 
-void check_vocab(const BuiltinVocab& v, int64_t n_vocab) {
-  ASSERT_EQ(static_cast<int64_t>(v.tokens.size()), n_vocab);
+void check_vocab(const BuiltinVocab& v, int64_t vocab_size) {
+  ASSERT_EQ(static_cast<int64_t>(v.tokens.size()), vocab_size);
   ASSERT_EQ(v.token_types.size(), v.tokens.size());
-  ASSERT_EQ(static_cast<int64_t>(v.merges.size()), n_vocab - kBuiltinVocabMinSize);
+  ASSERT_EQ(static_cast<int64_t>(v.merges.size()), vocab_size - kBuiltinVocabMinSize);
   EXPECT_EQ(v.tokens[v.bos_id], "<s>");
   EXPECT_EQ(v.token_types[v.bos_id], 3);
   EXPECT_EQ(v.token_types[v.eos_id], 3);

@@ -1,4 +1,4 @@
-#include "model/builtin_vocab.h"
+#include "testing/builtin_vocab.h"
 
 #include <array>
 #include <climits>
@@ -84,7 +84,7 @@ uint64_t pair_key(int32_t a, int32_t b) {
 // a new token that BPE reaches from its own bytes.
 class VocabBuilder {
  public:
-  explicit VocabBuilder(int64_t n_vocab) : n_vocab_(n_vocab) {
+  explicit VocabBuilder(int64_t vocab_size) : n_vocab_(vocab_size) {
     add_token("", "<unk>", VocabTokenType::kUnknown);
     add_token("", "<s>", VocabTokenType::kControl);
     add_token("", "</s>", VocabTokenType::kControl);
@@ -251,17 +251,17 @@ void add_synthetic_merges(VocabBuilder& vb) {
 
 std::string gpt2_byte_to_unicode(uint8_t b) { return byte_table()[b]; }
 
-Result<BuiltinVocab> make_builtin_vocab(int64_t n_vocab) {
-  if (n_vocab < kBuiltinVocabMinSize) {
-    return invalid_argument("the built-in vocabulary needs n_vocab >= " +
+Result<BuiltinVocab> make_builtin_vocab(int64_t vocab_size) {
+  if (vocab_size < kBuiltinVocabMinSize) {
+    return invalid_argument("the built-in vocabulary needs vocab_size >= " +
                             std::to_string(kBuiltinVocabMinSize) + " (3 special + 256 byte tokens), got " +
-                            std::to_string(n_vocab));
+                            std::to_string(vocab_size));
   }
-  if (n_vocab > (1 << 20)) {
-    return invalid_argument("the built-in vocabulary supports n_vocab <= 1048576, got " +
-                            std::to_string(n_vocab));
+  if (vocab_size > (1 << 20)) {
+    return invalid_argument("the built-in vocabulary supports vocab_size <= 1048576, got " +
+                            std::to_string(vocab_size));
   }
-  VocabBuilder vb(n_vocab);
+  VocabBuilder vb(vocab_size);
   learn_seed_merges(vb);
   add_synthetic_merges(vb);
   if (!vb.full()) return internal_error("built-in vocabulary: ran out of merge candidates");

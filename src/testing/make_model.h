@@ -15,17 +15,17 @@ namespace pagoda {
 
 struct ModelShape {
   std::string arch = "llama";  // "llama" or "qwen2" (adds q/k/v biases)
-  int64_t n_layer = 0;
-  int64_t n_embd = 0;
-  int64_t n_head = 0;
-  int64_t n_head_kv = 0;
-  int64_t n_ff = 0;
-  int64_t n_vocab = 0;
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t ffn_size = 0;
+  int64_t vocab_size = 0;
   int64_t n_ctx = 0;
   double rope_freq_base = 10000.0;
   double rms_eps = 1e-5;
 
-  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
+  int64_t head_dim() const { return num_heads > 0 ? hidden_size / num_heads : 0; }
 };
 
 // Presets: tiny, tiny-mha, 110m, tinyllama-1.1b.
@@ -45,7 +45,7 @@ struct MakeModelOptions {
   DType dtype = DType::kF32;
   uint64_t seed = 42;
   bool tied_embeddings = false;  // omit output.weight
-  std::string vocab_from;        // GGUF whose tokenizer.* keys are copied; sets n_vocab
+  std::string vocab_from;        // GGUF whose tokenizer.* keys are copied; sets vocab_size
   std::string name = "pagoda-random";
   int num_threads = 0;  // 0: default_num_threads()
 };
@@ -67,7 +67,7 @@ struct ModelPlan {
 };
 
 // Validates the shape and lists the tensors (no vocabulary, no weights). With
-// vocab_from, pass the shape with n_vocab already taken from that file.
+// vocab_from, pass the shape with vocab_size already taken from that file.
 Result<ModelPlan> plan_model(const ModelShape& shape, DType dtype, bool tied_embeddings);
 
 // Writes the model to `path`. Returns the plan that was written.

@@ -27,8 +27,8 @@ struct BuiltinVocab {
 };
 
 // Ids: 0 "<unk>", 1 "<s>" (BOS), 2 "</s>" (EOS), 3..258 the bytes 0..255,
-// then one token per merge. Deterministic. Error if n_vocab < 259.
-Result<BuiltinVocab> make_builtin_vocab(int64_t n_vocab);
+// then one token per merge. Deterministic. Error if vocab_size < 259.
+Result<BuiltinVocab> make_builtin_vocab(int64_t vocab_size);
 
 inline constexpr int32_t kBuiltinVocabFirstByte = 3;
 inline constexpr int64_t kBuiltinVocabMinSize = 259;

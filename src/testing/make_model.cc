@@ -1,4 +1,4 @@
-#include "model/make_model.h"
+#include "testing/make_model.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "kernels/ref/quant_ref.h"
-#include "model/builtin_vocab.h"
+#include "testing/builtin_vocab.h"
 
 namespace pagoda {
 namespace {
@@ -27,7 +27,7 @@ using gguf::Value;
 
 struct Preset {
   const char* name;
-  int64_t n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+  int64_t num_layers, hidden_size, num_heads, num_kv_heads, ffn_size, vocab_size, n_ctx;
 };
 
 constexpr Preset kPresets[] = {
@@ -61,9 +61,9 @@ Status validate_shape(const ModelShape& s) {
   }
   struct Limit { const char* name; int64_t value, max; };
   const Limit limits[] = {
-      {"n_layer", s.n_layer, 1024},     {"n_embd", s.n_embd, 65536},
-      {"n_head", s.n_head, 4096},       {"n_head_kv", s.n_head_kv, 4096},
-      {"n_ff", s.n_ff, 1 << 20},        {"n_vocab", s.n_vocab, 1 << 22},
+      {"num_layers", s.num_layers, 1024},     {"hidden_size", s.hidden_size, 65536},
+      {"num_heads", s.num_heads, 4096},       {"num_kv_heads", s.num_kv_heads, 4096},
+      {"ffn_size", s.ffn_size, 1 << 20},        {"vocab_size", s.vocab_size, 1 << 22},
       {"n_ctx", s.n_ctx, 1 << 24},
   };
   for (const auto& l : limits) {
@@ -72,17 +72,17 @@ Status validate_shape(const ModelShape& s) {
                               "], got " + std::to_string(l.value));
     }
   }
-  if (s.n_embd % s.n_head != 0) {
-    return invalid_argument("n_embd (" + std::to_string(s.n_embd) + ") must be a multiple of n_head (" +
-                            std::to_string(s.n_head) + ")");
+  if (s.hidden_size % s.num_heads != 0) {
+    return invalid_argument("hidden_size (" + std::to_string(s.hidden_size) + ") must be a multiple of num_heads (" +
+                            std::to_string(s.num_heads) + ")");
   }
   if (s.head_dim() % 2 != 0) {
-    return invalid_argument("head dim n_embd / n_head = " + std::to_string(s.head_dim()) +
+    return invalid_argument("head dim hidden_size / num_heads = " + std::to_string(s.head_dim()) +
                             " must be even (RoPE rotates pairs)");
   }
-  if (s.n_head % s.n_head_kv != 0) {
-    return invalid_argument("n_head (" + std::to_string(s.n_head) + ") must be a multiple of n_head_kv (" +
-                            std::to_string(s.n_head_kv) + ")");
+  if (s.num_heads % s.num_kv_heads != 0) {
+    return invalid_argument("num_heads (" + std::to_string(s.num_heads) + ") must be a multiple of num_kv_heads (" +
+                            std::to_string(s.num_kv_heads) + ")");
   }
   if (!(s.rope_freq_base > 0) || !(s.rms_eps > 0)) {
     return invalid_argument("rope base and rms eps must be positive");
@@ -225,13 +225,13 @@ void set_hparams(const ModelShape& s, const MakeModelOptions& opts, gguf::GGUFWr
   w.set("general.file_type", Value::make_u32(llama_file_type(opts.dtype)));
   if (is_quantized(opts.dtype)) w.set("general.quantization_version", Value::make_u32(2));
   const std::string p = s.arch + ".";
-  w.set(p + "vocab_size", u32(s.n_vocab));
+  w.set(p + "vocab_size", u32(s.vocab_size));
   w.set(p + "context_length", u32(s.n_ctx));
-  w.set(p + "embedding_length", u32(s.n_embd));
-  w.set(p + "block_count", u32(s.n_layer));
-  w.set(p + "feed_forward_length", u32(s.n_ff));
-  w.set(p + "attention.head_count", u32(s.n_head));
-  w.set(p + "attention.head_count_kv", u32(s.n_head_kv));
+  w.set(p + "embedding_length", u32(s.hidden_size));
+  w.set(p + "block_count", u32(s.num_layers));
+  w.set(p + "feed_forward_length", u32(s.ffn_size));
+  w.set(p + "attention.head_count", u32(s.num_heads));
+  w.set(p + "attention.head_count_kv", u32(s.num_kv_heads));
   w.set(p + "attention.key_length", u32(s.head_dim()));
   w.set(p + "attention.value_length", u32(s.head_dim()));
   w.set(p + "rope.dimension_count", u32(s.head_dim()));
@@ -274,12 +274,12 @@ Result<ModelShape> model_preset(std::string_view name) {
   for (const auto& p : kPresets) {
     if (name != p.name) continue;
     ModelShape s;
-    s.n_layer = p.n_layer;
-    s.n_embd = p.n_embd;
-    s.n_head = p.n_head;
-    s.n_head_kv = p.n_head_kv;
-    s.n_ff = p.n_ff;
-    s.n_vocab = p.n_vocab;
+    s.num_layers = p.num_layers;
+    s.hidden_size = p.hidden_size;
+    s.num_heads = p.num_heads;
+    s.num_kv_heads = p.num_kv_heads;
+    s.ffn_size = p.ffn_size;
+    s.vocab_size = p.vocab_size;
     s.n_ctx = p.n_ctx;
     return s;
   }
@@ -343,33 +343,33 @@ uint32_t llama_file_type(DType t) {
 Result<ModelPlan> plan_model(const ModelShape& s, DType dtype, bool tied_embeddings) {
   PAGODA_RETURN_IF_ERROR(validate_shape(s));
   PAGODA_ASSIGN_OR_RETURN(DType checked, make_model_dtype(dtype_name(dtype)));
-  const int64_t hd = s.head_dim(), q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
-  const double in_std = 1.0 / std::sqrt(static_cast<double>(s.n_embd));
-  // Residual branches are scaled down so the stream stays O(1) over n_layer.
-  const double depth = 1.0 / std::sqrt(2.0 * static_cast<double>(s.n_layer));
+  const int64_t hd = s.head_dim(), q_dim = s.num_heads * hd, kv_dim = s.num_kv_heads * hd;
+  const double in_std = 1.0 / std::sqrt(static_cast<double>(s.hidden_size));
+  // Residual branches are scaled down so the stream stays O(1) over num_layers.
+  const double depth = 1.0 / std::sqrt(2.0 * static_cast<double>(s.num_layers));
   PlanBuilder b;
-  b.add("token_embd.weight", {s.n_embd, s.n_vocab}, checked, 0, 0.02);
-  for (int64_t i = 0; i < s.n_layer; ++i) {
+  b.add("token_embd.weight", {s.hidden_size, s.vocab_size}, checked, 0, 0.02);
+  for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    b.add(p + "attn_norm.weight", {s.n_embd}, DType::kF32, 1, 0.02);
-    b.add(p + "attn_q.weight", {s.n_embd, q_dim}, checked, 0, in_std);
-    b.add(p + "attn_k.weight", {s.n_embd, kv_dim}, checked, 0, in_std);
-    b.add(p + "attn_v.weight", {s.n_embd, kv_dim}, checked, 0, in_std);
+    b.add(p + "attn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    b.add(p + "attn_q.weight", {s.hidden_size, q_dim}, checked, 0, in_std);
+    b.add(p + "attn_k.weight", {s.hidden_size, kv_dim}, checked, 0, in_std);
+    b.add(p + "attn_v.weight", {s.hidden_size, kv_dim}, checked, 0, in_std);
     if (s.arch == "qwen2") {
       b.add(p + "attn_q.bias", {q_dim}, DType::kF32, 0, 0.02);
       b.add(p + "attn_k.bias", {kv_dim}, DType::kF32, 0, 0.02);
       b.add(p + "attn_v.bias", {kv_dim}, DType::kF32, 0, 0.02);
     }
-    b.add(p + "attn_output.weight", {q_dim, s.n_embd}, checked, 0,
+    b.add(p + "attn_output.weight", {q_dim, s.hidden_size}, checked, 0,
           depth / std::sqrt(static_cast<double>(q_dim)));
-    b.add(p + "ffn_norm.weight", {s.n_embd}, DType::kF32, 1, 0.02);
-    b.add(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, checked, 0, in_std);
-    b.add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, checked, 0, in_std);
-    b.add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, checked, 0,
-          depth / std::sqrt(static_cast<double>(s.n_ff)));
+    b.add(p + "ffn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    b.add(p + "ffn_gate.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
+    b.add(p + "ffn_up.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
+    b.add(p + "ffn_down.weight", {s.ffn_size, s.hidden_size}, checked, 0,
+          depth / std::sqrt(static_cast<double>(s.ffn_size)));
   }
-  b.add("output_norm.weight", {s.n_embd}, DType::kF32, 1, 0.02);
-  if (!tied_embeddings) b.add("output.weight", {s.n_embd, s.n_vocab}, output_type(checked), 0, in_std);
+  b.add("output_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+  if (!tied_embeddings) b.add("output.weight", {s.hidden_size, s.vocab_size}, output_type(checked), 0, in_std);
   return b.finish();
 }
 
@@ -385,7 +385,7 @@ Result<ModelPlan> make_model(const MakeModelOptions& opts, const std::string& pa
     if (!tokens || tokens->empty()) {
       return invalid_argument("--vocab-from: '" + opts.vocab_from + "' has no tokenizer.ggml.tokens");
     }
-    shape.n_vocab = static_cast<int64_t>(tokens->size());
+    shape.vocab_size = static_cast<int64_t>(tokens->size());
   }
   PAGODA_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(shape, opts.dtype, opts.tied_embeddings));
   set_hparams(shape, opts, writer);
@@ -394,7 +394,7 @@ Result<ModelPlan> make_model(const MakeModelOptions& opts, const std::string& pa
       if (key.rfind("tokenizer.", 0) == 0) writer.set(key, value);
     }
   } else {
-    PAGODA_ASSIGN_OR_RETURN(BuiltinVocab vocab, make_builtin_vocab(shape.n_vocab));
+    PAGODA_ASSIGN_OR_RETURN(BuiltinVocab vocab, make_builtin_vocab(shape.vocab_size));
     set_builtin_vocab(std::move(vocab), writer);
   }
   PAGODA_RETURN_IF_ERROR(check_writable(path));

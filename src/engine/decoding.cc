@@ -1,0 +1,103 @@
+#include "engine/decoding.h"
+
+#include <algorithm>
+#include <span>
+
+namespace pagoda {
+namespace {
+
+SampleResult sample_choice(Choice& c, float* logits) {
+  const Sequence& seq = c.seq;
+  const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
+  const std::span<const int32_t> output(seq.tokens.data() + seq.num_prompt_tokens, seq.num_output_tokens());
+  return c.sampler->sample(logits, prompt, output);
+}
+
+// n = 1: one sample per logits row.
+class PlainDecoding : public DecodingStrategy {
+ public:
+  PlainDecoding(Request& req, DecodingHost& host) : req_(req), host_(host) {}
+  void on_logits(Choice& c, float* logits, std::vector<RequestOutput>& outputs) override {
+    outputs.push_back(emit_token(c, sample_choice(c, logits), host_));
+  }
+  bool done() const override { return req_.num_finished == static_cast<int32_t>(req_.choices.size()); }
+
+ protected:
+  Request& req_;
+  DecodingHost& host_;
+};
+
+// n > 1: choices 1..n-1 fork from choice 0 once its prompt is computed and
+// sample their first token from the same logits; then each goes on alone.
+class ParallelSampling : public PlainDecoding {
+ public:
+  using PlainDecoding::PlainDecoding;
+  void on_logits(Choice& c, float* logits, std::vector<RequestOutput>& outputs) override {
+    if (req_.choices.size() == 1) fork(c, logits, outputs);
+    PlainDecoding::on_logits(c, logits, outputs);
+  }
+  bool done() const override { return req_.num_finished == req_.spec.n; }
+
+ private:
+  void fork(const Choice& parent, const float* logits, std::vector<RequestOutput>& outputs) {
+    const int32_t vocab_size = parent.sampler->vocab_size();
+    for (int32_t i = 1; i < req_.spec.n; ++i) {
+      Choice& child = host_.fork_choice(req_, parent);
+      scratch_.assign(logits, logits + vocab_size);  // sampling modifies its logits
+      outputs.push_back(emit_token(child, sample_choice(child, scratch_.data()), host_));
+    }
+  }
+
+  std::vector<float> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingHost& host) {
+  if (req.spec.use_beam_search) return make_beam_search(req, host);
+  if (req.spec.n > 1) return std::make_unique<ParallelSampling>(req, host);
+  return std::make_unique<PlainDecoding>(req, host);
+}
+
+RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host) {
+  Request& req = *c.request;
+  Sequence& seq = c.seq;
+  const int32_t token = sr.token;
+  seq.tokens.push_back(token);
+  RequestOutput o;
+  o.id = seq.request_id;
+  o.index = seq.index;
+  o.new_tokens.push_back(token);
+  o.samples.push_back(std::move(sr));
+  const double t = host.now();
+  if (req.timing.first_token < 0) req.timing.first_token = t;
+  req.timing.last_token = t;
+
+  FinishReason reason = FinishReason::kNone;
+  bool stopped_by_string = false;
+  const bool eos = !req.spec.ignore_eos && host.tokenizer().is_eog(token);
+  const auto& stop_ids = req.spec.stop_token_ids;
+  const bool stop_id = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  if (eos || stop_id) {
+    reason = FinishReason::kStop;  // the stop token's text is not emitted
+  } else {
+    o.text += c.stops->push(c.decoder->push(token), &stopped_by_string);
+    if (stopped_by_string) reason = FinishReason::kStop;
+  }
+  if (reason == FinishReason::kNone && seq.num_tokens() >= seq.max_total_tokens) reason = FinishReason::kLength;
+  if (reason != FinishReason::kNone && !stopped_by_string) {
+    bool stopped = false;
+    o.text += c.stops->push(c.decoder->flush(), &stopped);
+    if (!stopped) o.text += c.stops->flush();
+  }
+  o.finish_reason = reason;
+  o.finished = reason != FinishReason::kNone;
+  o.num_prompt_tokens = seq.num_prompt_tokens;
+  o.num_output_tokens = seq.num_output_tokens();
+  o.num_cached_tokens = req.num_cached_tokens;
+  o.timing = req.timing;
+  if (o.finished) host.finish_choice(c, reason);
+  return o;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,79 @@
+// How a request turns logits into tokens. Three strategies behind one
+// interface — plain sampling (n = 1), parallel sampling (n > 1: choices
+// forked after the prompt, sharing its blocks) and beam search — so the
+// engine step never branches on the kind of request. Speculative decoding
+// adds a fourth.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "sample/sampler.h"
+#include "sched/sequence.h"
+#include "tokenizer/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct Request;
+class DecodingStrategy;
+
+// One of a request's sequences (one of n choices, or a beam) with its own
+// sampler and text state.
+struct Choice {
+  Request* request = nullptr;
+  Sequence seq;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamDecoder> decoder;
+  std::unique_ptr<StopStringMatcher> stops;
+  bool finished = false;
+};
+
+struct Request {
+  RequestSpec spec;
+  std::vector<std::unique_ptr<Choice>> choices;
+  RequestTiming timing;
+  int32_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache
+  int32_t num_finished = 0;       // finished choices
+  std::unique_ptr<DecodingStrategy> strategy;
+};
+
+// What a strategy may ask of the engine.
+class DecodingHost {
+ public:
+  virtual ~DecodingHost() = default;
+  // A new choice of `req` that shares every KV block of `parent` (copied on
+  // its first write) and joins the running set.
+  virtual Choice& fork_choice(Request& req, const Choice& parent) = 0;
+  // Takes the choice out of scheduling and frees its blocks.
+  virtual void finish_choice(Choice& c, FinishReason reason) = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual double now() const = 0;
+};
+
+class DecodingStrategy {
+ public:
+  virtual ~DecodingStrategy() = default;
+  // The logits of choice c's last computed position (the strategy may
+  // modify them). Appends the outputs it produces.
+  virtual void on_logits(Choice& c, float* logits, std::vector<RequestOutput>& outputs) = 0;
+  // Called once per step for a request that received logits, after all of
+  // them (beam search selects the next beams here).
+  virtual void end_step(std::vector<RequestOutput>& outputs) {}
+  // Every output of the request has been emitted: the engine drops it.
+  virtual bool done() const = 0;
+};
+
+std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingHost& host);
+
+// Appends a sampled token to c and returns its output: text delta (UTF-8
+// complete, stop strings cut), stop token / stop string / length checks.
+// Finishes the choice through the host when it ended.
+RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host);
+
+// Beam search (engine/beam_search.cc).
+std::unique_ptr<DecodingStrategy> make_beam_search(Request& req, DecodingHost& host);
+
+}  // namespace pagoda

@@ -1,0 +1,84 @@
+#include "engine/model_runner.h"
+
+#include <string>
+
+#include "core/check.h"
+
+namespace pagoda {
+
+int64_t ModelRunner::bytes_per_block(const ModelConfig& m, const RunnerConfig& c) {
+  return static_cast<int64_t>(
+      KVStorage::bytes_per_block(m.num_layers, c.block_size, m.num_kv_heads, m.head_dim, c.kv_cache_dtype));
+}
+
+Status ModelRunner::validate(const ModelConfig& model, const RunnerConfig& config) {
+  if (config.num_threads < 0) return invalid_argument("the thread count must not be negative");
+  if (config.block_size < 1 || config.block_size > 1024) return invalid_argument("block size must be in 1..1024");
+  if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kF16)
+    return invalid_argument("KV cache dtype must be f32 or f16");
+  if (config.num_blocks < 1) return invalid_argument("the KV cache needs at least one block");
+  if (config.num_host_blocks < 0) return invalid_argument("the swap tier must not have a negative size");
+  PAGODA_RETURN_IF_ERROR(KVCacheManager::validate_config(config.num_blocks, config.block_size));
+  return KVCacheManager::validate_config(config.num_host_blocks, config.block_size);
+}
+
+Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaModel> model,
+                                                         const RunnerConfig& config) {
+  const ModelConfig& mc = model->config();
+  PAGODA_RETURN_IF_ERROR(validate(mc, config));
+  std::unique_ptr<ModelRunner> r(new ModelRunner());
+  auto storage = [&](int64_t num_blocks) {
+    return KVStorage::create(mc.num_layers, static_cast<int32_t>(num_blocks), config.block_size, mc.num_kv_heads,
+                             mc.head_dim, config.kv_cache_dtype);
+  };
+  PAGODA_ASSIGN_OR_RETURN(r->kv_storage_, storage(config.num_blocks));
+  if (config.num_host_blocks > 0) {
+    PAGODA_ASSIGN_OR_RETURN(r->host_storage_, storage(config.num_host_blocks));
+  }
+  r->pool_ = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads : default_num_threads());
+  r->model_ = std::move(model);
+  r->model_->repack(*r->pool_);
+  return r;
+}
+
+void ModelRunner::copy_blocks(const SchedulerOutput& out) {
+  // Device -> host first: a block swapped out may be reused this very step.
+  PAGODA_CHECK((out.swap_out.empty() && out.swap_in.empty()) || host_storage_);
+  for (const BlockCopy& c : out.swap_out) kv_storage_->copy_block_to(c.src, *host_storage_, c.dst);
+  for (const BlockCopy& c : out.swap_in) host_storage_->copy_block_to(c.src, *kv_storage_, c.dst);
+  for (const BlockCopy& c : out.cow) kv_storage_->copy_block(c.src, c.dst);
+}
+
+void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& kv) {
+  batch_.clear();
+  const int32_t bs = kv.block_size();
+  for (const ScheduledSeq& s : out.scheduled) {
+    const Sequence& seq = *s.seq;
+    PAGODA_CHECK(s.num_logits >= 0 && s.num_logits <= s.num_new_tokens);
+    const std::vector<BlockId>& table = kv.block_table(seq.seq_id);
+    SeqSlice slice;
+    slice.token_begin = static_cast<int32_t>(batch_.tokens.size());
+    slice.num_tokens = s.num_new_tokens;
+    slice.kv_len = seq.num_computed_tokens + s.num_new_tokens;
+    slice.block_table = table.data();
+    PAGODA_CHECK(slice.kv_len <= static_cast<int32_t>(table.size()) * bs && slice.kv_len <= seq.num_tokens());
+    for (int32_t p = seq.num_computed_tokens; p < slice.kv_len; ++p) {
+      batch_.tokens.push_back(seq.tokens[p]);
+      batch_.positions.push_back(p);
+      batch_.slots.push_back(int64_t{table[p / bs].value} * bs + p % bs);
+    }
+    for (int32_t i = s.num_new_tokens - s.num_logits; i < s.num_new_tokens; ++i)
+      batch_.logit_rows.push_back(slice.token_begin + i);
+    batch_.seqs.push_back(slice);
+  }
+}
+
+std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheManager& kv) {
+  copy_blocks(out);
+  build_batch(out, kv);
+  logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(config().vocab_size));
+  model_->forward(batch_, *kv_storage_, *pool_, logits_.data());
+  return logits_;
+}
+
+}  // namespace pagoda

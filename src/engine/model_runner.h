@@ -1,0 +1,66 @@
+// DESIGN.md's ModelRunner: turns one step's SchedulerOutput into a model
+// forward. Owns the model's thread pool, the device and host KV storage, the
+// flat ForwardBatch and the logits buffer. execute() runs the step's block
+// copies (swap-out, swap-in, copy-on-write), flattens every scheduled slice
+// into one ragged batch and returns the logits of the rows that need them.
+// A prefill chunk, a decode token and draft tokens to verify are all "compute
+// these positions of this sequence" here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/llama_model.h"
+#include "sched/scheduler.h"
+
+namespace pagoda {
+
+struct RunnerConfig {
+  int32_t num_threads = 0;  // 0: physical cores
+  DType kv_cache_dtype = DType::kF32;
+  int32_t block_size = 16;
+  int64_t num_blocks = 0;       // device KV blocks
+  int64_t num_host_blocks = 0;  // swap tier
+};
+
+class ModelRunner {
+ public:
+  // Checks the configuration against the model without allocating anything.
+  static Status validate(const ModelConfig& model, const RunnerConfig& config);
+  // Validates, allocates the KV storage, then repacks the weights (the slow
+  // part, done last so a bad configuration fails fast).
+  static Result<std::unique_ptr<ModelRunner>> create(std::unique_ptr<LlamaModel> model, const RunnerConfig& config);
+  // K + V bytes of one block for this model.
+  static int64_t bytes_per_block(const ModelConfig& model, const RunnerConfig& config);
+
+  // Runs out's block copies, then one forward over out.scheduled. Returns
+  // logits [rows][vocab_size]: for each scheduled sequence in order, its
+  // last num_logits positions. Valid until the next call.
+  std::span<float> execute(const SchedulerOutput& out, const KVCacheManager& kv);
+
+  const ModelConfig& config() const { return model_->config(); }
+  const LlamaModel& model() const { return *model_; }
+  int32_t num_threads() const { return pool_->num_threads(); }
+
+ private:
+  ModelRunner() = default;
+  void copy_blocks(const SchedulerOutput& out);
+  void build_batch(const SchedulerOutput& out, const KVCacheManager& kv);
+
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<KVStorage> kv_storage_;
+  std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
+  ForwardBatch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,40 @@
+// Engine counters: tokens computed and generated, time split between
+// prefill- and decode-dominated steps, KV waste and prefix-cache hits.
+#pragma once
+
+#include <cstdint>
+
+#include "sched/scheduler.h"
+
+namespace pagoda {
+
+struct EngineStats {
+  int64_t num_steps = 0;
+  int64_t num_prompt_tokens_computed = 0;
+  int64_t num_decode_tokens_computed = 0;
+  int64_t num_generated_tokens = 0;
+  int64_t num_finished = 0;
+  double prefill_seconds = 0;  // steps whose batch was mostly prompt tokens
+  double decode_seconds = 0;
+  double kv_waste_sum = 0;     // summed over steps, for the mean
+  int64_t num_prompt_tokens = 0;         // of requests admitted so far
+  int64_t num_cached_prompt_tokens = 0;  // of those, served by the prefix cache
+  double prefix_cache_hit_rate() const {
+    return num_prompt_tokens ? static_cast<double>(num_cached_prompt_tokens) / num_prompt_tokens : 0.0;
+  }
+};
+
+class StepStats {
+ public:
+  // A request's first scheduling (its prompt and cached-prefix sizes).
+  void record_admission(const Sequence& seq);
+  // A finished step: `out` after Scheduler::on_step_done.
+  void record_step(const SchedulerOutput& out, int64_t num_outputs, double seconds, double kv_waste);
+  void record_finished_request() { ++stats_.num_finished; }
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  EngineStats stats_;
+};
+
+}  // namespace pagoda
