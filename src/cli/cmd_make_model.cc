@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <string>
 
@@ -67,12 +68,12 @@ int cmd_make_model(int argc, char** argv) {
     return 2;
   }
 
-  auto shape = model_preset(preset);
-  if (!shape.is_ok()) return fail(shape.status().message(), 2);
+  auto config = model_preset(preset);
+  if (!config.is_ok()) return fail(config.status().message(), 2);
   MakeModelOptions opts;
-  opts.shape = shape.value();
+  opts.config = config.value();
   if (!arch.empty()) {
-    Status st = set_model_arch(&opts.shape, arch);
+    Status st = set_model_arch(&opts.config, arch);
     if (!st.is_ok()) return fail(st.message(), 2);
   }
   auto dtype = make_model_dtype(dtype_name);
@@ -81,15 +82,19 @@ int cmd_make_model(int argc, char** argv) {
   const std::pair<const char*, int64_t*> overrides[] = {
       {"--n-layer", &num_layers}, {"--n-embd", &hidden_size}, {"--n-head", &num_heads}, {"--n-head-kv", &num_kv_heads},
       {"--n-ff", &ffn_size},       {"--n-vocab", &vocab_size}, {"--ctx", &n_ctx}};
-  int64_t* fields[] = {&opts.shape.num_layers, &opts.shape.hidden_size, &opts.shape.num_heads, &opts.shape.num_kv_heads,
-                       &opts.shape.ffn_size,    &opts.shape.vocab_size, &opts.shape.n_ctx};
+  int32_t* fields[] = {&opts.config.num_layers, &opts.config.hidden_size, &opts.config.num_heads,
+                       &opts.config.num_kv_heads, &opts.config.ffn_size, &opts.config.vocab_size,
+                       &opts.config.train_context_len};
   for (size_t k = 0; k < std::size(overrides); ++k) {
-    if (app.count(overrides[k].first)) *fields[k] = *overrides[k].second;
+    if (!app.count(overrides[k].first)) continue;
+    const int64_t v = *overrides[k].second;
+    if (v < 1 || v > INT32_MAX) return fail(std::string(overrides[k].first) + " must be a positive 32-bit count", 2);
+    *fields[k] = static_cast<int32_t>(v);
   }
   if (app.count("--n-vocab") && !vocab_from.empty()) {
     return fail("--n-vocab and --vocab-from conflict: the vocabulary file sets the size", 2);
   }
-  if (app.count("--rope-base")) opts.shape.rope_freq_base = rope_base;
+  if (app.count("--rope-base")) opts.config.rope_freq_base = rope_base;
   opts.seed = seed;
   opts.tied_embeddings = tied;
   opts.vocab_from = vocab_from;
@@ -102,7 +107,7 @@ int cmd_make_model(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& note : plan->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   std::printf("wrote %s: %s, %lld layers, %.2fM params, %s, %.1f MiB of weights in %.2f s\n", out.c_str(),
-              opts.shape.arch.c_str(), static_cast<long long>(opts.shape.num_layers), plan->num_params / 1e6,
+              opts.config.arch.c_str(), static_cast<long long>(opts.config.num_layers), plan->num_params / 1e6,
               std::string(dtype_name).c_str(), plan->num_bytes / 1048576.0, secs);
   return 0;
 }

@@ -85,11 +85,11 @@ uint64_t pair_key(int32_t a, int32_t b) {
 class VocabBuilder {
  public:
   explicit VocabBuilder(int64_t vocab_size) : n_vocab_(vocab_size) {
-    add_token("", "<unk>", VocabTokenType::kUnknown);
-    add_token("", "<s>", VocabTokenType::kControl);
-    add_token("", "</s>", VocabTokenType::kControl);
+    add_token("", "<unk>", TokenType::kUnknown);
+    add_token("", "<s>", TokenType::kControl);
+    add_token("", "</s>", TokenType::kControl);
     for (int b = 0; b < 256; ++b) {
-      add_token(std::string(1, static_cast<char>(b)), byte_table()[b], VocabTokenType::kNormal);
+      add_token(std::string(1, static_cast<char>(b)), byte_table()[b], TokenType::kNormal);
     }
   }
 
@@ -112,7 +112,7 @@ class VocabBuilder {
     const int32_t id = size();
     rules_.emplace(pair_key(a, b), std::make_pair(static_cast<int32_t>(out_.merges.size()), id));
     out_.merges.push_back(out_.tokens[a] + " " + out_.tokens[b]);
-    add_token(std::move(raw), std::move(text), VocabTokenType::kNormal);
+    add_token(std::move(raw), std::move(text), TokenType::kNormal);
     return true;
   }
 
@@ -141,7 +141,7 @@ class VocabBuilder {
   BuiltinVocab take() { return std::move(out_); }
 
  private:
-  void add_token(std::string raw, std::string text, VocabTokenType type) {
+  void add_token(std::string raw, std::string text, TokenType type) {
     if (!raw.empty()) by_raw_.emplace(raw, size());
     raw_.push_back(std::move(raw));
     out_.tokens.push_back(std::move(text));

@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/vocab.h"
 
 namespace pagoda {
-
-// llama.cpp's token types.
-enum class VocabTokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3 };
 
 struct BuiltinVocab {
   // Token strings in GPT-2's byte-to-unicode alphabet (space is "Ġ"), unique.
   std::vector<std::string> tokens;
-  std::vector<int32_t> token_types;  // VocabTokenType values
+  std::vector<int32_t> token_types;  // TokenType values (tokenizer/vocab.h)
   // "left right" pairs, highest priority first; merge k creates one token.
   std::vector<std::string> merges;
   int32_t unk_id = 0;

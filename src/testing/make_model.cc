@@ -27,7 +27,7 @@ using gguf::Value;
 
 struct Preset {
   const char* name;
-  int64_t num_layers, hidden_size, num_heads, num_kv_heads, ffn_size, vocab_size, n_ctx;
+  int32_t num_layers, hidden_size, num_heads, num_kv_heads, ffn_size, vocab_size, train_context_len;
 };
 
 constexpr Preset kPresets[] = {
@@ -55,7 +55,9 @@ DType output_type(DType t) {
   }
 }
 
-Status validate_shape(const ModelShape& s) {
+int64_t head_dim_of(const ModelConfig& s) { return s.num_heads > 0 ? s.hidden_size / s.num_heads : 0; }
+
+Status validate_shape(const ModelConfig& s) {
   if (s.arch != "llama" && s.arch != "qwen2") {
     return invalid_argument("unknown architecture '" + s.arch + "' (supported: llama, qwen2)");
   }
@@ -64,7 +66,7 @@ Status validate_shape(const ModelShape& s) {
       {"num_layers", s.num_layers, 1024},     {"hidden_size", s.hidden_size, 65536},
       {"num_heads", s.num_heads, 4096},       {"num_kv_heads", s.num_kv_heads, 4096},
       {"ffn_size", s.ffn_size, 1 << 20},        {"vocab_size", s.vocab_size, 1 << 22},
-      {"n_ctx", s.n_ctx, 1 << 24},
+      {"train_context_len", s.train_context_len, 1 << 24},
   };
   for (const auto& l : limits) {
     if (l.value < 1 || l.value > l.max) {
@@ -76,8 +78,8 @@ Status validate_shape(const ModelShape& s) {
     return invalid_argument("hidden_size (" + std::to_string(s.hidden_size) + ") must be a multiple of num_heads (" +
                             std::to_string(s.num_heads) + ")");
   }
-  if (s.head_dim() % 2 != 0) {
-    return invalid_argument("head dim hidden_size / num_heads = " + std::to_string(s.head_dim()) +
+  if (head_dim_of(s) % 2 != 0) {
+    return invalid_argument("head dim hidden_size / num_heads = " + std::to_string(head_dim_of(s)) +
                             " must be even (RoPE rotates pairs)");
   }
   if (s.num_heads % s.num_kv_heads != 0) {
@@ -218,7 +220,7 @@ TensorBytes generate_tensor(const PlannedTensor& t, uint64_t seed, ThreadPool& p
 
 // --- metadata ----------------------------------------------------------
 
-void set_hparams(const ModelShape& s, const MakeModelOptions& opts, gguf::GGUFWriter& w) {
+void set_hparams(const ModelConfig& s, const MakeModelOptions& opts, gguf::GGUFWriter& w) {
   auto u32 = [](int64_t v) { return Value::make_u32(static_cast<uint32_t>(v)); };
   w.set("general.architecture", Value::make_string(s.arch));
   w.set("general.name", Value::make_string(opts.name));
@@ -226,15 +228,15 @@ void set_hparams(const ModelShape& s, const MakeModelOptions& opts, gguf::GGUFWr
   if (is_quantized(opts.dtype)) w.set("general.quantization_version", Value::make_u32(2));
   const std::string p = s.arch + ".";
   w.set(p + "vocab_size", u32(s.vocab_size));
-  w.set(p + "context_length", u32(s.n_ctx));
+  w.set(p + "context_length", u32(s.train_context_len));
   w.set(p + "embedding_length", u32(s.hidden_size));
   w.set(p + "block_count", u32(s.num_layers));
   w.set(p + "feed_forward_length", u32(s.ffn_size));
   w.set(p + "attention.head_count", u32(s.num_heads));
   w.set(p + "attention.head_count_kv", u32(s.num_kv_heads));
-  w.set(p + "attention.key_length", u32(s.head_dim()));
-  w.set(p + "attention.value_length", u32(s.head_dim()));
-  w.set(p + "rope.dimension_count", u32(s.head_dim()));
+  w.set(p + "attention.key_length", u32(head_dim_of(s)));
+  w.set(p + "attention.value_length", u32(head_dim_of(s)));
+  w.set(p + "rope.dimension_count", u32(head_dim_of(s)));
   w.set(p + "rope.freq_base", Value::make_f32(static_cast<float>(s.rope_freq_base)));
   w.set(p + "attention.layer_norm_rms_epsilon", Value::make_f32(static_cast<float>(s.rms_eps)));
 }
@@ -270,17 +272,20 @@ Status check_writable(const std::string& path) {
 
 }  // namespace
 
-Result<ModelShape> model_preset(std::string_view name) {
+Result<ModelConfig> model_preset(std::string_view name) {
   for (const auto& p : kPresets) {
     if (name != p.name) continue;
-    ModelShape s;
+    ModelConfig s;
+    s.arch = "llama";
     s.num_layers = p.num_layers;
     s.hidden_size = p.hidden_size;
     s.num_heads = p.num_heads;
     s.num_kv_heads = p.num_kv_heads;
     s.ffn_size = p.ffn_size;
     s.vocab_size = p.vocab_size;
-    s.n_ctx = p.n_ctx;
+    s.train_context_len = p.train_context_len;
+    s.head_dim = p.hidden_size / p.num_heads;
+    s.rope_dim = s.head_dim;
     return s;
   }
   std::string names;
@@ -297,12 +302,16 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
-Status set_model_arch(ModelShape* shape, std::string_view arch) {
+Status set_model_arch(ModelConfig* shape, std::string_view arch) {
   if (arch == "llama") {
-    shape->rms_eps = 1e-5;
+    shape->rms_eps = 1e-5f;
+    shape->rope_style = kernels::RopeStyle::kInterleaved;
+    shape->has_qkv_bias = false;
   } else if (arch == "qwen2") {
-    shape->rms_eps = 1e-6;
-    shape->rope_freq_base = 1e6;
+    shape->rms_eps = 1e-6f;
+    shape->rope_freq_base = 1e6f;
+    shape->rope_style = kernels::RopeStyle::kHalfSplit;
+    shape->has_qkv_bias = true;
   } else {
     return invalid_argument("unknown architecture '" + std::string(arch) + "' (supported: llama, qwen2)");
   }
@@ -340,10 +349,10 @@ uint32_t llama_file_type(DType t) {
   }
 }
 
-Result<ModelPlan> plan_model(const ModelShape& s, DType dtype, bool tied_embeddings) {
+Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embeddings) {
   PAGODA_RETURN_IF_ERROR(validate_shape(s));
   PAGODA_ASSIGN_OR_RETURN(DType checked, make_model_dtype(dtype_name(dtype)));
-  const int64_t hd = s.head_dim(), q_dim = s.num_heads * hd, kv_dim = s.num_kv_heads * hd;
+  const int64_t hd = head_dim_of(s), q_dim = s.num_heads * hd, kv_dim = s.num_kv_heads * hd;
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.hidden_size));
   // Residual branches are scaled down so the stream stays O(1) over num_layers.
   const double depth = 1.0 / std::sqrt(2.0 * static_cast<double>(s.num_layers));
@@ -374,7 +383,7 @@ Result<ModelPlan> plan_model(const ModelShape& s, DType dtype, bool tied_embeddi
 }
 
 Result<ModelPlan> make_model(const MakeModelOptions& opts, const std::string& path) {
-  ModelShape shape = opts.shape;
+  ModelConfig shape = opts.config;
   gguf::GGUFWriter writer;
   std::unique_ptr<gguf::GGUFFile> vocab_file;
   if (!opts.vocab_from.empty()) {
@@ -385,7 +394,8 @@ Result<ModelPlan> make_model(const MakeModelOptions& opts, const std::string& pa
     if (!tokens || tokens->empty()) {
       return invalid_argument("--vocab-from: '" + opts.vocab_from + "' has no tokenizer.ggml.tokens");
     }
-    shape.vocab_size = static_cast<int64_t>(tokens->size());
+    if (tokens->size() > (1u << 22)) return invalid_argument("--vocab-from: the vocabulary is too large");
+    shape.vocab_size = static_cast<int32_t>(tokens->size());
   }
   PAGODA_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(shape, opts.dtype, opts.tied_embeddings));
   set_hparams(shape, opts, writer);

@@ -10,30 +10,21 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/model_config.h"
 
 namespace pagoda {
 
-struct ModelShape {
-  std::string arch = "llama";  // "llama" or "qwen2" (adds q/k/v biases)
-  int64_t num_layers = 0;
-  int64_t hidden_size = 0;
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t ffn_size = 0;
-  int64_t vocab_size = 0;
-  int64_t n_ctx = 0;
-  double rope_freq_base = 10000.0;
-  double rms_eps = 1e-5;
-
-  int64_t head_dim() const { return num_heads > 0 ? hidden_size / num_heads : 0; }
-};
+// A model to generate is described by the runtime's own ModelConfig: arch
+// ("llama", or "qwen2" which adds q/k/v biases), sizes, context length, rope
+// base and rms eps. Its head_dim and rope_dim are ignored: the generated
+// model always has head_dim = rope_dim = hidden_size / num_heads.
 
 // Presets: tiny, tiny-mha, 110m, tinyllama-1.1b.
-Result<ModelShape> model_preset(std::string_view name);
+Result<ModelConfig> model_preset(std::string_view name);
 std::vector<std::string> model_preset_names();
 // Sets the architecture and its defaults: rms eps 1e-5 (llama) / 1e-6
 // (qwen2), rope base 1e6 for qwen2.
-Status set_model_arch(ModelShape* shape, std::string_view arch);
+Status set_model_arch(ModelConfig* config, std::string_view arch);
 // The dtypes make-model accepts: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k
 // q5_k q6_k (case-insensitive).
 Result<DType> make_model_dtype(std::string_view name);
@@ -41,7 +32,7 @@ Result<DType> make_model_dtype(std::string_view name);
 uint32_t llama_file_type(DType t);
 
 struct MakeModelOptions {
-  ModelShape shape;
+  ModelConfig config;
   DType dtype = DType::kF32;
   uint64_t seed = 42;
   bool tied_embeddings = false;  // omit output.weight
@@ -66,9 +57,10 @@ struct ModelPlan {
   uint64_t num_bytes = 0;  // tensor data
 };
 
-// Validates the shape and lists the tensors (no vocabulary, no weights). With
-// vocab_from, pass the shape with vocab_size already taken from that file.
-Result<ModelPlan> plan_model(const ModelShape& shape, DType dtype, bool tied_embeddings);
+// Validates the configuration and lists the tensors (no vocabulary, no
+// weights). With vocab_from, pass it with vocab_size already taken from that
+// file.
+Result<ModelPlan> plan_model(const ModelConfig& config, DType dtype, bool tied_embeddings);
 
 // Writes the model to `path`. Returns the plan that was written.
 Result<ModelPlan> make_model(const MakeModelOptions& opts, const std::string& path);

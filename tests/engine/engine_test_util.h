@@ -21,8 +21,8 @@ inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n
     auto shape = model_preset(preset);
     EXPECT_TRUE(shape.is_ok());
     MakeModelOptions opts;
-    opts.shape = shape.value();
-    opts.shape.n_ctx = n_ctx;
+    opts.config = shape.value();
+    opts.config.train_context_len = n_ctx;
     opts.dtype = DType::kF32;
     opts.seed = 7;
     opts.num_threads = 1;

@@ -32,7 +32,7 @@ class MakeModelTest : public ::testing::Test {
 
   static MakeModelOptions tiny(DType dtype, uint64_t seed = 42) {
     MakeModelOptions o;
-    o.shape = model_preset("tiny").value();
+    o.config = model_preset("tiny").value();
     o.dtype = dtype;
     o.seed = seed;
     return o;
@@ -86,14 +86,15 @@ TEST(MakeModelConfig, PresetsAndDTypes) {
   EXPECT_EQ(llama_file_type(DType::kQ4_K), 15u);
   EXPECT_EQ(llama_file_type(DType::kBF16), 32u);
 
-  ModelShape s = model_preset("tiny").value();
+  ModelConfig s = model_preset("tiny").value();
   EXPECT_FALSE(set_model_arch(&s, "gpt2").is_ok());
   ASSERT_TRUE(set_model_arch(&s, "qwen2").is_ok());
-  EXPECT_EQ(s.rms_eps, 1e-6);
+  EXPECT_EQ(s.rms_eps, 1e-6f);
+  EXPECT_TRUE(s.has_qkv_bias);
 }
 
 TEST(MakeModelConfig, RejectsBadShapes) {
-  ModelShape s = model_preset("tiny").value();
+  ModelConfig s = model_preset("tiny").value();
   s.num_kv_heads = 3;  // 4 % 3 != 0
   EXPECT_FALSE(plan_model(s, DType::kF32, false).is_ok());
   s = model_preset("tiny").value();
@@ -108,7 +109,7 @@ TEST(MakeModelConfig, RejectsBadShapes) {
 }
 
 TEST(MakeModelConfig, TypeRulesAndFallbacks) {
-  ModelShape s = model_preset("tiny").value();
+  ModelConfig s = model_preset("tiny").value();
   s.hidden_size = 256;
   s.ffn_size = 640;  // not a multiple of 256: ffn_down falls back
   auto plan = plan_model(s, DType::kQ4_K, false);
@@ -211,9 +212,9 @@ TEST_F(MakeModelTest, TinyInEveryDType) {
 
 TEST_F(MakeModelTest, KQuantsWhenRowsFit) {
   MakeModelOptions o = tiny(DType::kQ5_K);
-  o.shape.hidden_size = 256;
-  o.shape.ffn_size = 512;
-  o.shape.vocab_size = 300;
+  o.config.hidden_size = 256;
+  o.config.ffn_size = 512;
+  o.config.vocab_size = 300;
   auto f = make_and_open(o, "k.gguf");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->tensor("blk.0.ffn_down.weight")->type, DType::kQ5_K);
@@ -246,7 +247,7 @@ TEST_F(MakeModelTest, DeterministicFromSeedAndThreadCount) {
 
 TEST_F(MakeModelTest, Qwen2AndTied) {
   MakeModelOptions o = tiny(DType::kF16);
-  ASSERT_TRUE(set_model_arch(&o.shape, "qwen2").is_ok());
+  ASSERT_TRUE(set_model_arch(&o.config, "qwen2").is_ok());
   o.tied_embeddings = true;
   auto f = make_and_open(o, "qwen.gguf");
   ASSERT_TRUE(f);
@@ -266,7 +267,7 @@ TEST_F(MakeModelTest, VocabFromCopiesTokenizer) {
   auto ref = gguf::GGUFFile::open(src);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
   MakeModelOptions o = tiny(DType::kQ8_0);
-  o.shape.vocab_size = 1000;  // overridden by the file
+  o.config.vocab_size = 1000;  // overridden by the file
   o.vocab_from = src;
   auto f = make_and_open(o, "v.gguf");
   ASSERT_TRUE(f);
@@ -300,7 +301,7 @@ TEST_F(MakeModelTest, ClearErrors) {
   r = make_model(o, dir_.string());
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("directory"), std::string::npos) << r.status().message();
-  o.shape.vocab_size = 100;  // below 3 specials + 256 bytes
+  o.config.vocab_size = 100;  // below 3 specials + 256 bytes
   r = make_model(o, path("x.gguf"));
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("259"), std::string::npos) << r.status().message();
