@@ -136,6 +136,24 @@ void AsyncEngine::loop() {
     if (stopping) return;
 
     std::vector<RequestOutput> outs = engine_->has_unfinished() ? engine_->step() : std::vector<RequestOutput>{};
+    // The snapshot is built outside the lock: submit() and snapshot() never
+    // wait for the engine's bookkeeping, only for the copy.
+    EngineSnapshot snap;
+    const Scheduler& sch = engine_->scheduler();
+    const KVCacheManager& kv = engine_->kv_manager();
+    snap.num_running = sch.num_running();
+    snap.num_waiting = sch.num_waiting();
+    snap.num_swapped = sch.num_swapped();
+    snap.num_kv_blocks = kv.num_blocks();
+    snap.num_available_kv_blocks = kv.num_available_blocks();
+    snap.kv_usage = kv.utilization();
+    snap.kv_waste = kv.kv_waste();
+    snap.num_preemptions = sch.num_preemptions();
+    if (const PrefixCache* pc = kv.prefix_cache()) {
+      snap.num_cached_blocks = pc->num_cached_blocks();
+      snap.num_cache_evictions = pc->num_evictions();
+    }
+    snap.stats = engine_->stats();
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& o : outs) {
       auto it = streams_.find(o.id);
@@ -144,21 +162,7 @@ void AsyncEngine::loop() {
       it->second->push(std::move(o));
       if (finished) streams_.erase(it);
     }
-    const Scheduler& sch = engine_->scheduler();
-    const KVCacheManager& kv = engine_->kv_manager();
-    snapshot_.num_running = sch.num_running();
-    snapshot_.num_waiting = sch.num_waiting();
-    snapshot_.num_swapped = sch.num_swapped();
-    snapshot_.num_kv_blocks = kv.num_blocks();
-    snapshot_.num_available_kv_blocks = kv.num_available_blocks();
-    snapshot_.kv_usage = kv.utilization();
-    snapshot_.kv_waste = kv.kv_waste();
-    snapshot_.num_preemptions = sch.num_preemptions();
-    if (const PrefixCache* pc = kv.prefix_cache()) {
-      snapshot_.num_cached_blocks = pc->num_cached_blocks();
-      snapshot_.num_cache_evictions = pc->num_evictions();
-    }
-    snapshot_.stats = engine_->stats();
+    snapshot_ = snap;
   }
 }
 
