@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "core/check.h"
 #include "engine/decoding.h"
 
 namespace pagoda {
@@ -16,7 +17,8 @@ class BeamSearch : public DecodingStrategy {
   BeamSearch(Request& req, DecodingHost& host) : req_(req), host_(host) {}
 
   // Records the top (token, logprob) candidates of a beam's logits.
-  void on_logits(Choice& c, float* logits, std::vector<RequestOutput>&) override {
+  void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>&) override {
+    PAGODA_CHECK(num_rows == 1);
     const int32_t vocab_size = c.sampler->vocab_size();
     const int32_t k = std::min(vocab_size, 2 * req_.spec.beam_width);
     float mx = -INFINITY;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <span>
 
+#include "core/check.h"
+
 namespace pagoda {
 namespace {
 
@@ -17,7 +19,8 @@ SampleResult sample_choice(Choice& c, float* logits) {
 class PlainDecoding : public DecodingStrategy {
  public:
   PlainDecoding(Request& req, DecodingHost& host) : req_(req), host_(host) {}
-  void on_logits(Choice& c, float* logits, std::vector<RequestOutput>& outputs) override {
+  void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) override {
+    PAGODA_CHECK(num_rows == 1);
     outputs.push_back(emit_token(c, sample_choice(c, logits), host_));
   }
   bool done() const override { return req_.num_finished == static_cast<int32_t>(req_.choices.size()); }
@@ -32,9 +35,9 @@ class PlainDecoding : public DecodingStrategy {
 class ParallelSampling : public PlainDecoding {
  public:
   using PlainDecoding::PlainDecoding;
-  void on_logits(Choice& c, float* logits, std::vector<RequestOutput>& outputs) override {
+  void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) override {
     if (req_.choices.size() == 1) fork(c, logits, outputs);
-    PlainDecoding::on_logits(c, logits, outputs);
+    PlainDecoding::on_logits(c, logits, num_rows, outputs);
   }
   bool done() const override { return req_.num_finished == req_.spec.n; }
 
@@ -54,9 +57,20 @@ class ParallelSampling : public PlainDecoding {
 }  // namespace
 
 std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingHost& host) {
-  if (req.spec.use_beam_search) return make_beam_search(req, host);
-  if (req.spec.n > 1) return std::make_unique<ParallelSampling>(req, host);
+  if (req.spec.use_beam_search) return make_beam_search(req, host);  // speculation off
+  if (req.spec.n > 1) return std::make_unique<ParallelSampling>(req, host);  // speculation off
+  if (host.proposer()) return make_speculative_decoding(req, host);
   return std::make_unique<PlainDecoding>(req, host);
+}
+
+void merge_output(RequestOutput& into, RequestOutput next) {
+  into.new_tokens.insert(into.new_tokens.end(), next.new_tokens.begin(), next.new_tokens.end());
+  for (auto& sr : next.samples) into.samples.push_back(std::move(sr));
+  into.text += next.text;
+  into.finished = next.finished;
+  into.finish_reason = next.finish_reason;
+  into.num_output_tokens = next.num_output_tokens;
+  into.timing = next.timing;
 }
 
 RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host) {

@@ -12,6 +12,7 @@
 #include "engine/request.h"
 #include "sample/sampler.h"
 #include "sched/sequence.h"
+#include "spec/proposer.h"
 #include "tokenizer/stop_strings.h"
 #include "tokenizer/tokenizer.h"
 
@@ -51,14 +52,21 @@ class DecodingHost {
   virtual void finish_choice(Choice& c, FinishReason reason) = 0;
   virtual const Tokenizer& tokenizer() const = 0;
   virtual double now() const = 0;
+  // Speculative decoding: the proposer (null when off) and draft length.
+  virtual const Proposer* proposer() const = 0;
+  virtual int32_t num_spec_tokens() const = 0;
+  // The first num_accepted drafts of c were accepted (and appended to its
+  // tokens); the rest are rolled back. Counts the verification.
+  virtual void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) = 0;
 };
 
 class DecodingStrategy {
  public:
   virtual ~DecodingStrategy() = default;
-  // The logits of choice c's last computed position (the strategy may
-  // modify them). Appends the outputs it produces.
-  virtual void on_logits(Choice& c, float* logits, std::vector<RequestOutput>& outputs) = 0;
+  // The logits of choice c's last num_rows computed positions, row-major
+  // (the strategy may modify them): one row, or 1 + its drafts when it
+  // verifies draft tokens. Appends the outputs it produces.
+  virtual void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) = 0;
   // Called once per step for a request that received logits, after all of
   // them (beam search selects the next beams here).
   virtual void end_step(std::vector<RequestOutput>& outputs) {}
@@ -75,5 +83,10 @@ RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host);
 
 // Beam search (engine/beam_search.cc).
 std::unique_ptr<DecodingStrategy> make_beam_search(Request& req, DecodingHost& host);
+// Speculative decoding for n = 1 (engine/speculative_decoding.cc).
+std::unique_ptr<DecodingStrategy> make_speculative_decoding(Request& req, DecodingHost& host);
+
+// Appends `next` (one token's output of the same choice) to `into`.
+void merge_output(RequestOutput& into, RequestOutput next);
 
 }  // namespace pagoda

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "spec/ngram_proposer.h"
 
 namespace pagoda {
 namespace {
@@ -34,6 +35,10 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.block_size < 1 || config.block_size > 1024) return invalid_argument("block size must be in 1..1024");
   if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kF16)
     return invalid_argument("KV cache dtype must be f32 or f16");
+  if (config.spec_method != SpecMethod::kNone && (config.num_spec_tokens < 1 || config.num_spec_tokens > 64))
+    return invalid_argument("the number of speculative tokens must be in 1..64");
+  if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
+    return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
   const int64_t block_bytes = ModelRunner::bytes_per_block(mc, runner_config(config));
   if (config.kv_cache_bytes < block_bytes)
     return invalid_argument("KV cache memory (" + std::to_string(config.kv_cache_bytes) +
@@ -63,6 +68,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
   e->scheduler_ = std::make_unique<Scheduler>(config.sched, *e->kv_manager_);
+  if (config.spec_method == SpecMethod::kNgram)
+    e->proposer_ = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
+  e->num_spec_tokens_ = config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
   return e;
 }
@@ -145,6 +153,11 @@ Choice& Engine::fork_choice(Request& req, const Choice& parent) {
   return child;
 }
 
+void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) {
+  scheduler_->accept_drafts(&c.seq, num_accepted);
+  if (num_drafts > 0) stats_.record_verification(num_drafts, num_accepted);
+}
+
 void Engine::finish_choice(Choice& c, FinishReason reason) {
   PAGODA_CHECK(!c.finished);
   scheduler_->finish(&c.seq, reason);
@@ -161,7 +174,9 @@ std::vector<RequestOutput> Engine::step() {
   scheduler_->on_step_done(out);
   const double kv_waste = kv_manager_->kv_waste();
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
-  stats_.record_step(out, static_cast<int64_t>(outputs.size()), now() - t_start, kv_waste);
+  int64_t num_generated = 0;
+  for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
+  stats_.record_step(out, num_generated, now() - t_start, kv_waste);
   update(outputs);  // 4. update: drop finished requests
   return outputs;
 }
@@ -183,9 +198,8 @@ std::vector<RequestOutput> Engine::sample(const SchedulerOutput& out, std::span<
   size_t row = 0;
   for (const ScheduledSeq& s : out.scheduled) {
     if (s.num_logits == 0) continue;
-    PAGODA_CHECK(s.num_logits == 1);  // one row per sampled token until speculative verification
     Request& req = *requests_.at(s.seq->request_id);
-    req.strategy->on_logits(*req.choices.at(s.seq->index), &logits[row * vocab_size], outputs);
+    req.strategy->on_logits(*req.choices.at(s.seq->index), &logits[row * vocab_size], s.num_logits, outputs);
     if (std::find(touched.begin(), touched.end(), &req) == touched.end()) touched.push_back(&req);
     row += s.num_logits;
   }

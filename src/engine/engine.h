@@ -21,6 +21,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/scheduler.h"
+#include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda {
@@ -34,6 +35,11 @@ struct EngineConfig {
   int32_t max_model_len = 0;          // 0: the model's training context
   bool enable_prefix_caching = true;
   SchedulerConfig sched;
+  // Speculative decoding (requests with n = 1 and no beam search).
+  SpecMethod spec_method = SpecMethod::kNone;
+  int32_t num_spec_tokens = 4;  // drafts per verification step
+  int32_t ngram_min = 1;        // n-gram proposer: match lengths tried, longest first
+  int32_t ngram_max = 4;
 };
 
 class Engine : private DecodingHost {
@@ -74,6 +80,9 @@ class Engine : private DecodingHost {
   // DecodingHost.
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
+  const Proposer* proposer() const override { return proposer_.get(); }
+  int32_t num_spec_tokens() const override { return num_spec_tokens_; }
+  void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) override;
 
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -85,6 +94,8 @@ class Engine : private DecodingHost {
   int64_t next_seq_id_ = 0;
   int32_t max_model_len_ = 0;
   int64_t capacity_tokens_ = 0;
+  std::unique_ptr<Proposer> proposer_;  // null: speculation off
+  int32_t num_spec_tokens_ = 0;
   StepStats stats_;
   double clock_origin_ = 0;
 };

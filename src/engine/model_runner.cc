@@ -61,9 +61,12 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
     slice.num_tokens = s.num_new_tokens;
     slice.kv_len = seq.num_computed_tokens + s.num_new_tokens;
     slice.block_table = table.data();
-    PAGODA_CHECK(slice.kv_len <= static_cast<int32_t>(table.size()) * bs && slice.kv_len <= seq.num_tokens());
+    const int32_t num_known = seq.num_tokens();
+    PAGODA_CHECK(s.num_draft_tokens == static_cast<int32_t>(seq.draft_tokens.size()) || s.num_draft_tokens == 0);
+    PAGODA_CHECK(slice.kv_len <= static_cast<int32_t>(table.size()) * bs &&
+                 slice.kv_len <= num_known + s.num_draft_tokens);
     for (int32_t p = seq.num_computed_tokens; p < slice.kv_len; ++p) {
-      batch_.tokens.push_back(seq.tokens[p]);
+      batch_.tokens.push_back(p < num_known ? seq.tokens[p] : seq.draft_tokens[p - num_known]);
       batch_.positions.push_back(p);
       batch_.slots.push_back(int64_t{table[p / bs].value} * bs + p % bs);
     }

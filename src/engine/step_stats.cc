@@ -9,7 +9,7 @@ void StepStats::record_admission(const Sequence& seq) {
   stats_.num_cached_prompt_tokens += seq.num_cached_tokens;
 }
 
-void StepStats::record_step(const SchedulerOutput& out, int64_t num_outputs, double seconds, double kv_waste) {
+void StepStats::record_step(const SchedulerOutput& out, int64_t num_generated, double seconds, double kv_waste) {
   int64_t num_prompt = 0;
   for (const ScheduledSeq& s : out.scheduled) {
     const int32_t first = s.seq->num_computed_tokens - s.num_new_tokens;
@@ -18,7 +18,7 @@ void StepStats::record_step(const SchedulerOutput& out, int64_t num_outputs, dou
   ++stats_.num_steps;
   stats_.num_prompt_tokens_computed += num_prompt;
   stats_.num_decode_tokens_computed += out.num_batched_tokens - num_prompt;
-  stats_.num_generated_tokens += num_outputs;
+  stats_.num_generated_tokens += num_generated;
   stats_.kv_waste_sum += kv_waste;
   (num_prompt * 2 > out.num_batched_tokens ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
 }

@@ -19,6 +19,19 @@ struct EngineStats {
   double kv_waste_sum = 0;     // summed over steps, for the mean
   int64_t num_prompt_tokens = 0;         // of requests admitted so far
   int64_t num_cached_prompt_tokens = 0;  // of those, served by the prefix cache
+  // Speculative decoding: verification steps, drafts verified and accepted.
+  int64_t num_spec_verify_steps = 0;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_draft_tokens = 0;
+  double spec_acceptance_rate() const {
+    return num_draft_tokens ? static_cast<double>(num_accepted_draft_tokens) / num_draft_tokens : 0.0;
+  }
+  // Tokens emitted per verification step: accepted drafts plus the target's own.
+  double spec_mean_accepted_len() const {
+    return num_spec_verify_steps
+               ? static_cast<double>(num_accepted_draft_tokens + num_spec_verify_steps) / num_spec_verify_steps
+               : 0.0;
+  }
   double prefix_cache_hit_rate() const {
     return num_prompt_tokens ? static_cast<double>(num_cached_prompt_tokens) / num_prompt_tokens : 0.0;
   }
@@ -29,8 +42,13 @@ class StepStats {
   // A request's first scheduling (its prompt and cached-prefix sizes).
   void record_admission(const Sequence& seq);
   // A finished step: `out` after Scheduler::on_step_done.
-  void record_step(const SchedulerOutput& out, int64_t num_outputs, double seconds, double kv_waste);
+  void record_step(const SchedulerOutput& out, int64_t num_generated, double seconds, double kv_waste);
   void record_finished_request() { ++stats_.num_finished; }
+  void record_verification(int32_t num_drafts, int32_t num_accepted) {
+    ++stats_.num_spec_verify_steps;
+    stats_.num_draft_tokens += num_drafts;
+    stats_.num_accepted_draft_tokens += num_accepted;
+  }
   const EngineStats& stats() const { return stats_; }
 
  private:

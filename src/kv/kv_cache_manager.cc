@@ -115,6 +115,21 @@ void KVCacheManager::free(SeqId seq) {
   for (BlockId b : table) decref(b);
 }
 
+void KVCacheManager::truncate(SeqId seq, int32_t num_tokens) {
+  auto it = seqs_.find(seq);
+  PAGODA_CHECK(it != seqs_.end() && num_tokens >= 0);
+  SeqState& st = it->second;
+  const auto keep = static_cast<size_t>(num_blocks_for(num_tokens));
+  std::vector<BlockId> dropped;
+  if (st.table.size() > keep) {
+    dropped.assign(st.table.begin() + static_cast<std::ptrdiff_t>(keep), st.table.end());
+    st.table.resize(keep);
+  }
+  st.num_tokens = std::min(st.num_tokens, num_tokens);
+  st.num_cached_blocks = std::min(st.num_cached_blocks, static_cast<int32_t>(keep));
+  for (BlockId b : dropped) decref(b);
+}
+
 const std::vector<BlockId>& KVCacheManager::block_table(SeqId seq) const {
   static const std::vector<BlockId> kEmpty;
   auto it = seqs_.find(seq);

@@ -66,6 +66,10 @@ class KVCacheManager {
   bool allocate_for_write(SeqId seq, int32_t pos_begin, int32_t pos_end, std::vector<BlockCopy>* cow);
   // Releases all of the sequence's blocks; unknown sequences are ignored.
   void free(SeqId seq);
+  // Shrinks the table to the blocks that hold num_tokens slots, dropping the
+  // rest (rejected speculative positions); the token count is capped too.
+  // CHECKs that the sequence exists.
+  void truncate(SeqId seq, int32_t num_tokens);
 
   bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   int32_t num_seqs() const { return static_cast<int32_t>(seqs_.size()); }

@@ -195,6 +195,46 @@ SampleResult Sampler::sample(float* logits, std::span<const int32_t> prompt,
   return result;
 }
 
+SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                                  int32_t draft, bool* accepted) {
+  process_logits(logits, prompt, output);
+  const double total = build_distribution(logits);
+  const std::vector<Candidate>& cands = candidate_buffer();
+  SampleResult result;
+  if (params_.is_greedy()) {
+    // p is one-hot on the argmax: accept iff the draft is it (no randomness).
+    result.token = cands.front().token;
+    *accepted = result.token == draft;
+  } else {
+    double w_draft = 0.0;
+    for (const Candidate& c : cands) w_draft += c.token == draft ? c.weight : 0.0;
+    // Accept with probability p(draft) = min(1, p(draft) / q(draft)), q one-hot.
+    *accepted = next_uniform() * total < w_draft;
+    if (*accepted) {
+      result.token = draft;
+    } else {
+      // Residual norm(max(0, p - q)): p without the draft, renormalised.
+      const double rest = total - w_draft;
+      const double u = next_uniform() * rest;
+      double cum = 0.0;
+      result.token = -1;
+      for (const Candidate& c : cands) {
+        if (c.token == draft || c.weight <= 0.0f) continue;
+        cum += c.weight;
+        result.token = c.token;  // the last usable one if rounding puts u past the end
+        if (u < cum) break;
+      }
+      PAGODA_CHECK(result.token >= 0);  // p(draft) < 1 leaves some other token
+    }
+  }
+  if (params_.logprobs >= 0) {
+    const float lse = log_sum_exp(logits, vocab_size_);
+    result.logprob = log_softmax_value(logits[result.token], lse);
+    if (params_.logprobs > 0) top_n_logprobs(logits, vocab_size_, params_.logprobs, lse, result.top);
+  }
+  return result;
+}
+
 void Sampler::probabilities(const float* logits, std::span<const int32_t> prompt,
                             std::span<const int32_t> output, std::vector<float>& probs) {
   std::vector<float>& copy = scratch().logits;

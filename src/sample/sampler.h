@@ -59,6 +59,16 @@ class Sampler {
   SampleResult sample(float* logits, std::span<const int32_t> prompt,
                       std::span<const int32_t> output);
 
+  // Exact verification of one proposed token (speculative decoding, the
+  // rejection rule of Leviathan et al. / Chen et al.) for a deterministic
+  // proposer (q one-hot on `draft`): processes the logits like sample();
+  // accepts the draft with probability p(draft), otherwise draws from the
+  // residual max(0, p - q) renormalised. Either way the returned token is
+  // distributed exactly as sample()'s. Greedy consumes no randomness.
+  // Logprobs as in sample().
+  SampleResult verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                            int32_t draft, bool* accepted);
+
   // The exact distribution `sample` draws from for these logits (one-hot for
   // greedy), written to probs (resized to vocab_size, sums to 1). logits are
   // not modified. Consumes no randomness.

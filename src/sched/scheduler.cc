@@ -87,6 +87,7 @@ Sequence* Scheduler::pick_victim() const {
 
 void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  seq->draft_tokens.clear();
   bool swapped = false;
   if (config_.preempt_mode == PreemptMode::kSwap) {
     std::vector<BlockCopy> copies;
@@ -149,8 +150,18 @@ SchedulerOutput Scheduler::schedule(double now) {
   for (Sequence* seq : order) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
-    const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
+    int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
     if (num_new <= 0) continue;
+    // Drafts ride along a decode as extra positions while budget and blocks
+    // allow; they are dropped (never anyone preempted) when they do not fit.
+    int32_t num_draft = 0;
+    if (seq->num_uncomputed_tokens() == 1) {
+      num_draft = std::min<int32_t>(static_cast<int32_t>(seq->draft_tokens.size()), budget - num_new);
+      if (!kv_.can_write(seq->seq_id, seq->num_computed_tokens, seq->num_computed_tokens + num_new + num_draft))
+        num_draft = 0;
+    }
+    seq->draft_tokens.resize(num_draft);
+    num_new += num_draft;
     const int32_t begin = seq->num_computed_tokens, end = begin + num_new;
     while (seq->status == SeqStatus::kRunning && !kv_.can_write(seq->seq_id, begin, end)) {
       Sequence* victim = pick_victim();
@@ -161,7 +172,8 @@ SchedulerOutput Scheduler::schedule(double now) {
     }
     if (seq->status != SeqStatus::kRunning) continue;
     PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, begin, end, &out.cow));
-    out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0});
+    const bool reaches_end = end - num_draft == seq->num_tokens();
+    out.scheduled.push_back({seq, num_new, reaches_end ? 1 + num_draft : 0, num_draft});
     budget -= num_new;
   }
 
@@ -191,10 +203,19 @@ SchedulerOutput Scheduler::schedule(double now) {
 
 void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const auto& s : out.scheduled) {
-    s.seq->num_computed_tokens += s.num_new_tokens;
+    s.seq->num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;
     kv_.set_num_tokens(s.seq->seq_id, s.seq->num_computed_tokens);
     kv_.cache_computed(s.seq->seq_id, s.seq->tokens, s.seq->num_computed_tokens);
   }
+}
+
+void Scheduler::accept_drafts(Sequence* seq, int32_t num_accepted) {
+  PAGODA_CHECK(seq->status == SeqStatus::kRunning && num_accepted >= 0);
+  seq->num_computed_tokens += num_accepted;
+  PAGODA_CHECK(seq->num_computed_tokens <= seq->num_tokens());
+  kv_.truncate(seq->seq_id, seq->num_computed_tokens);
+  kv_.set_num_tokens(seq->seq_id, seq->num_computed_tokens);
+  kv_.cache_computed(seq->seq_id, seq->tokens, seq->num_computed_tokens);
 }
 
 void Scheduler::finish(Sequence* seq, FinishReason reason) {

@@ -35,11 +35,14 @@ struct SchedulerConfig {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int32_t num_new_tokens = 0;  // compute positions [num_computed, num_computed + num_new)
+  // Compute positions [num_computed, num_computed + num_new_tokens); the
+  // last num_draft_tokens of them are the sequence's draft tokens.
+  int32_t num_new_tokens = 0;
   // Trailing positions of this slice whose logits are wanted: 1 when the
   // step reaches the end of the known tokens (sample the next one), 0 for a
   // prefill chunk that does not.
   int32_t num_logits = 0;
+  int32_t num_draft_tokens = 0;  // drafts to verify: num_logits = 1 + num_draft_tokens
 };
 
 struct SchedulerOutput {
@@ -62,8 +65,14 @@ class Scheduler {
   void add_running(Sequence* seq);
   // `now` is the engine clock in seconds (for SJF aging).
   SchedulerOutput schedule(double now = 0);
-  // After the step ran: advances num_computed_tokens of every scheduled seq.
+  // After the step ran: advances num_computed_tokens of every scheduled seq
+  // over its known tokens (drafts are not known tokens yet).
   void on_step_done(const SchedulerOutput& out);
+  // Verification accepted the first num_accepted drafts of a running
+  // sequence, now appended to its tokens: their K/V, written this step,
+  // counts as computed. Then rolls back the rest: blocks wholly past the
+  // computed tokens are freed and nothing of them reaches the prefix cache.
+  void accept_drafts(Sequence* seq, int32_t num_accepted);
   // Removes a sequence from the queues and frees its KV blocks.
   void finish(Sequence* seq, FinishReason reason);
 

@@ -22,6 +22,10 @@ struct Sequence {
   int32_t index = 0;  // choice index within its request (n > 1)
   SeqId seq_id;
   std::vector<int32_t> tokens;  // prompt followed by output
+  // Proposed continuation (speculative decoding) for positions num_tokens()
+  // onward: scheduled after the last token as extra positions to verify,
+  // never part of `tokens` until accepted.
+  std::vector<int32_t> draft_tokens;
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;  // tokens whose K/V is in the cache
   int32_t max_total_tokens = 0;     // prompt + max output tokens, capped by the context
@@ -30,9 +34,9 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
-  bool swapped = false;
-  int32_t num_cached_tokens = 0;
-  int32_t sort_key = 0;  // scratch for the scheduler's policy ordering  // prompt tokens served by the prefix cache (last admission)  // preempted with its K/V in the host tier
+  bool swapped = false;            // preempted with its K/V in the host tier
+  int32_t num_cached_tokens = 0;   // prompt tokens served by the prefix cache (last admission)
+  int32_t sort_key = 0;  // scratch for the scheduler's policy ordering
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -1,0 +1,76 @@
+// Speculative decoding for one sequence (n = 1): each step verifies the
+// drafts the scheduler ran as extra positions, accepts a prefix of them by
+// the exact rejection rule (Sampler::verify_draft), emits one more token from
+// the target (the correction, or a bonus token when every draft passed), and
+// proposes the drafts of the next step. Stop tokens, stop strings and
+// max_tokens end the run at the token that triggers them, exactly as without
+// speculation: tokens past it are never emitted.
+#include <algorithm>
+#include <optional>
+#include <span>
+
+#include "core/check.h"
+#include "engine/decoding.h"
+
+namespace pagoda {
+namespace {
+
+class SpeculativeDecoding : public DecodingStrategy {
+ public:
+  SpeculativeDecoding(Request& req, DecodingHost& host) : req_(req), host_(host) {}
+
+  void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) override {
+    const std::vector<int32_t> drafts = c.seq.draft_tokens;
+    const auto num_drafts = static_cast<int32_t>(drafts.size());
+    PAGODA_CHECK(num_rows == 1 + num_drafts);
+    const int32_t vocab_size = c.sampler->vocab_size();
+    std::optional<RequestOutput> out;
+    int32_t num_accepted = 0;
+    for (int32_t i = 0; i <= num_drafts && !c.finished; ++i) {
+      float* row = logits + static_cast<size_t>(i) * vocab_size;
+      const Sequence& seq = c.seq;
+      // Penalties see every token accepted so far, as they would unspeculated.
+      const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
+      const std::span<const int32_t> output(seq.tokens.data() + seq.num_prompt_tokens, seq.num_output_tokens());
+      bool accepted = false;
+      SampleResult sr = i < num_drafts ? c.sampler->verify_draft(row, prompt, output, drafts[i], &accepted)
+                                       : c.sampler->sample(row, prompt, output);
+      RequestOutput o = emit_token(c, std::move(sr), host_);
+      if (out) {
+        merge_output(*out, std::move(o));
+      } else {
+        out = std::move(o);
+      }
+      if (!accepted) break;
+      ++num_accepted;
+    }
+    outputs.push_back(std::move(*out));
+    if (c.finished) return;
+    c.seq.draft_tokens.clear();
+    host_.accept_drafts(c, num_drafts, num_accepted);
+    propose(c);
+  }
+
+  bool done() const override { return req_.num_finished == 1; }
+
+ private:
+  void propose(Choice& c) {
+    // Never propose past the length limit: at most max_total - tokens - 1
+    // drafts leave room for the token the target adds.
+    const int32_t room = c.seq.max_total_tokens - c.seq.num_tokens() - 1;
+    const int32_t k = std::min(host_.num_spec_tokens(), room);
+    if (k <= 0) return;
+    host_.proposer()->propose(c.seq.tokens, k, &c.seq.draft_tokens);
+  }
+
+  Request& req_;
+  DecodingHost& host_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodingStrategy> make_speculative_decoding(Request& req, DecodingHost& host) {
+  return std::make_unique<SpeculativeDecoding>(req, host);
+}
+
+}  // namespace pagoda
