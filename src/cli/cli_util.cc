@@ -1,5 +1,9 @@
 #include "cli/cli_util.h"
 
+#include <cstdio>
+
+#include "core/check.h"
+
 #include <filesystem>
 #include <unistd.h>
 
@@ -39,5 +43,29 @@ void add_kv_dtype_option(CLI::App& app, std::string* name) {
 }
 
 DType kv_dtype(const std::string& name) { return name == "f16" ? DType::kF16 : DType::kF32; }
+
+void add_spec_options(CLI::App& app, SpecOptions* opts) {
+  app.add_option("--spec", opts->method,
+                 "speculative decoding: none, or ngram (prompt lookup: drafts copied from the sequence itself; "
+                 "requests with n = 1, no beam search)")
+      ->check(CLI::IsMember({"none", "ngram"}))
+      ->capture_default_str();
+  app.add_option("--num-spec-tokens", opts->num_spec_tokens, "draft tokens verified per step")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+}
+
+void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
+  PAGODA_CHECK(parse_spec_method(opts.method, &cfg->spec_method));  // CLI11 checked the name
+  cfg->num_spec_tokens = opts.num_spec_tokens;
+}
+
+std::string spec_summary(const EngineStats& st) {
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "%lld drafts verified in %lld steps, acceptance %.3f, mean accepted length %.2f",
+                static_cast<long long>(st.num_draft_tokens), static_cast<long long>(st.num_spec_verify_steps),
+                st.spec_acceptance_rate(), st.spec_mean_accepted_len());
+  return buf;
+}
 
 }  // namespace pagoda::cli

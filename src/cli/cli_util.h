@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "engine/engine.h"
 
 namespace pagoda::cli {
 
@@ -19,5 +20,15 @@ std::string default_model_path();
 // --kv-cache-dtype f32|f16 (default f32) into *name; kv_dtype(name) maps it.
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
+
+// --spec none|ngram and --num-spec-tokens K: speculative decoding.
+struct SpecOptions {
+  std::string method = "none";
+  int32_t num_spec_tokens = 4;
+};
+void add_spec_options(CLI::App& app, SpecOptions* opts);
+void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);
+// One line for a summary: acceptance rate and mean accepted length.
+std::string spec_summary(const EngineStats& st);
 
 }  // namespace pagoda::cli

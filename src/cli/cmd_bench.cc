@@ -165,6 +165,8 @@ int bench_throughput(int argc, char** argv) {
   add_kv_dtype_option(app, &kv_type);
   app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
+  SpecOptions spec_opts;
+  add_spec_options(app, &spec_opts);
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("--seed", seed, "seed of the random prompts");
   app.add_flag("--json", json, "print one JSON object");
@@ -180,6 +182,7 @@ int bench_throughput(int argc, char** argv) {
   cfg.sched.max_num_batched_tokens = max_batched;
   cfg.sched.preempt_mode = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
   cfg.enable_prefix_caching = !no_prefix_cache;
+  apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
     std::fprintf(stderr, "pagoda bench throughput: error: %s\n", engine.status().message().c_str());
@@ -229,6 +232,9 @@ int bench_throughput(int argc, char** argv) {
       {"num_preemptions", e.scheduler().num_preemptions()},
       {"num_steps", st.num_steps},
       {"max_seqs", max_seqs},
+      {"spec", spec_method_name(cfg.spec_method)},
+      {"spec_acceptance_rate", st.spec_acceptance_rate()},
+      {"spec_mean_accepted_len", st.spec_mean_accepted_len()},
   };
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());
@@ -239,6 +245,7 @@ int bench_throughput(int argc, char** argv) {
     std::printf("elapsed %.2f s, %lld steps, KV waste %.2f%%, preemptions %lld\n", elapsed,
                 static_cast<long long>(st.num_steps), 100 * j["kv_waste"].get<double>(),
                 static_cast<long long>(e.scheduler().num_preemptions()));
+    if (cfg.spec_method != SpecMethod::kNone) std::printf("speculative: %s\n", spec_summary(st).c_str());
   }
   (void)total_out;
   return 0;

@@ -39,6 +39,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
   app.add_option("-s,--seed", seed, "random seed (-1 = random)");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-sequence");
+  SpecOptions spec_opts;
+  add_spec_options(app, &spec_opts);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
 
@@ -47,6 +49,7 @@ int cmd_generate(int argc, char** argv) {
   cfg.max_model_len = ctx;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
+  apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
     std::fprintf(stderr, "pagoda generate: error: %s\n", engine.status().message().c_str());
@@ -83,7 +86,10 @@ int cmd_generate(int argc, char** argv) {
   std::fprintf(stderr, "decode:  %lld tokens in %.3f s (%.2f tok/s)\n",
                static_cast<long long>(st.num_decode_tokens_computed), st.decode_seconds,
                st.decode_seconds > 0 ? st.num_decode_tokens_computed / st.decode_seconds : 0.0);
-  std::fprintf(stderr, "total:   %lld tokens generated in %.3f s\n", static_cast<long long>(n_generated), total);
+  std::fprintf(stderr, "total:   %lld tokens generated in %.3f s (%.2f tok/s)\n", static_cast<long long>(n_generated),
+               total, total > 0 ? n_generated / total : 0.0);
+  if (cfg.spec_method != SpecMethod::kNone)
+    std::fprintf(stderr, "speculative (%s): %s\n", spec_method_name(cfg.spec_method), spec_summary(st).c_str());
   return 0;
 }
 

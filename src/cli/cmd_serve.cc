@@ -49,6 +49,8 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
+  SpecOptions spec_opts;
+  add_spec_options(app, &spec_opts);
   app.add_option("--swap-space", swap_mib, "host swap space for preempted KV in MiB")->check(CLI::Range(0.0, 1e7));
   app.add_option("--block-size", block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--max-num-seqs", sched.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 1 << 20))
@@ -97,6 +99,7 @@ int cmd_serve(int argc, char** argv) {
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.swap_space_bytes = static_cast<int64_t>(swap_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
+  apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;
   cfg.enable_prefix_caching = !no_prefix_cache;

@@ -101,6 +101,15 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
           static_cast<double>(s.num_cache_evictions));
   counter("num_preemptions_total", "Preemptions since start.", static_cast<double>(s.num_preemptions));
   counter("engine_steps_total", "Engine steps since start.", static_cast<double>(s.stats.num_steps));
+  counter("spec_decode_num_draft_tokens_total", "Draft tokens verified (speculative decoding).",
+          static_cast<double>(s.stats.num_draft_tokens));
+  counter("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
+          static_cast<double>(s.stats.num_accepted_draft_tokens));
+  counter("spec_decode_num_verify_steps_total", "Sequence steps that verified drafts.",
+          static_cast<double>(s.stats.num_spec_verify_steps));
+  gauge("spec_decode_acceptance_rate", "Accepted / verified draft tokens.", s.stats.spec_acceptance_rate());
+  gauge("spec_decode_mean_accepted_len", "Tokens emitted per verification step (accepted drafts + 1).",
+        s.stats.spec_mean_accepted_len());
   std::lock_guard<std::mutex> lock(mu_);
   counter("prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(prompt_tokens_));
   counter("generation_tokens_total", "Generated tokens of finished requests.",

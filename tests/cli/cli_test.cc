@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "../shared_files.h"
+
 namespace {
 
 struct RunResult {
@@ -48,6 +50,7 @@ std::string read_file(const std::string& path) {
 }
 
 TEST(Cli, GenerateGreedyReproducesReferenceText) {
+  PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
   // 200 positions; the 4 prompt tokens after BOS leave 196 new tokens.
   const auto r = run("generate -m " + kStories + " -p 'Once upon a time' -n 196 --temp 0 -t 2 --ignore-eos");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -59,7 +62,22 @@ TEST(Cli, GenerateGreedyReproducesReferenceText) {
   EXPECT_NE(r.err.find("decode:"), std::string::npos);
 }
 
+TEST(Cli, GenerateWithNgramSpeculationPrintsTheSameText) {
+  // The bundled model, a copy-heavy prompt: greedy output must not change.
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
+  const std::string prompt =
+      "-p 'Repeat after me: the little cat sat on the warm mat by the door. Repeat after me: the little cat'";
+  const auto off = run("generate -m " + model + " " + prompt + " -n 48 --temp 0 -t 2 --ignore-eos");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto on = run("generate -m " + model + " " + prompt + " -n 48 --temp 0 -t 2 --ignore-eos --spec ngram");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, off.out);
+  EXPECT_NE(on.err.find("speculative (ngram):"), std::string::npos) << on.err;
+}
+
 TEST(Cli, TokenizeVocabOnlyFile) {
+  PAGODA_SKIP_WITHOUT_SHARED("vocab/ggml-vocab-gpt-2.gguf");
+  PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
   const auto r = run("tokenize -m " + kShared + "/vocab/ggml-vocab-gpt-2.gguf -p 'Hello world' --ids --no-bos");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "15496 995\n");
@@ -80,6 +98,7 @@ TEST(Cli, MakeModelThenGenerate) {
 
 // llama-bench style JSON, with a context depth served from the prefix cache.
 TEST(Cli, BenchModelJsonWithDepth) {
+  PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
   const auto r = run("bench model -m " + kStories + " -p 16 -n 8 -d 40 -r 1 -t 2 --json --kv-cache-dtype f16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* field : {"\"n_prompt\"", "\"n_gen\"", "\"avg_ts\"", "\"stddev_ts\"", "\"n_depth\": 32",
@@ -95,6 +114,11 @@ struct BadCase {
 class CliBadInput : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(CliBadInput, ClearErrorNoCrash) {
+  // Cases on a shared file test its specific error, not "file not found".
+  if (GetParam().args.find(kShared) != std::string::npos) {
+    PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
+    PAGODA_SKIP_WITHOUT_SHARED("vocab/ggml-vocab-gpt-2.gguf");
+  }
   const auto r = run(GetParam().args);
   EXPECT_GT(r.exit_code, 0) << "exit code " << r.exit_code << " (-1 = crashed)";
   EXPECT_NE(r.err.find("rror"), std::string::npos) << "stderr: " << r.err;
@@ -116,6 +140,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"PromptTooLong", "generate -m " + kStories + " -p hi -c 1"},
                       BadCase{"TinyKvCache", "generate -m " + kStories + " -p hi --kv-cache-mem 0.001"},
                       BadCase{"BadKvDtype", "generate -m " + kStories + " -p hi --kv-cache-dtype q8"},
+                      BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
+                      BadCase{"ZeroSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens 0"},
                       BadCase{"BenchNegativeDepth", "bench model -m " + kStories + " -d -5"},
                       BadCase{"TokenizeNoText", "tokenize -m " + kStories},
                       BadCase{"TokenizeBadFile", "tokenize -m /nonexistent -p hi"},
