@@ -46,10 +46,11 @@ DType kv_dtype(const std::string& name) { return name == "f16" ? DType::kF16 : D
 
 void add_spec_options(CLI::App& app, SpecOptions* opts) {
   app.add_option("--spec", opts->method,
-                 "speculative decoding: none, or ngram (prompt lookup: drafts copied from the sequence itself; "
-                 "requests with n = 1, no beam search)")
-      ->check(CLI::IsMember({"none", "ngram"}))
+                 "speculative decoding (requests with n = 1, no beam search): none; ngram (prompt lookup: drafts "
+                 "copied from the sequence itself); retrieval (drafts from a corpus datastore, --spec-datastore)")
+      ->check(CLI::IsMember({"none", "ngram", "retrieval"}))
       ->capture_default_str();
+  app.add_option("--spec-datastore", opts->datastore, "datastore file for --spec retrieval (pagoda spec build-datastore)");
   app.add_option("--num-spec-tokens", opts->num_spec_tokens, "draft tokens verified per step")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -58,6 +59,7 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   PAGODA_CHECK(parse_spec_method(opts.method, &cfg->spec_method));  // CLI11 checked the name
   cfg->num_spec_tokens = opts.num_spec_tokens;
+  cfg->spec_datastore = opts.datastore;
 }
 
 std::string spec_summary(const EngineStats& st) {

@@ -21,10 +21,12 @@ std::string default_model_path();
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
 
-// --spec none|ngram and --num-spec-tokens K: speculative decoding.
+// --spec none|ngram|retrieval, --num-spec-tokens K, --spec-datastore FILE:
+// speculative decoding.
 struct SpecOptions {
   std::string method = "none";
   int32_t num_spec_tokens = 4;
+  std::string datastore;
 };
 void add_spec_options(CLI::App& app, SpecOptions* opts);
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "spec/datastore.h"
 #include "spec/ngram_proposer.h"
 
 namespace pagoda {
@@ -70,6 +71,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   e->scheduler_ = std::make_unique<Scheduler>(config.sched, *e->kv_manager_);
   if (config.spec_method == SpecMethod::kNgram)
     e->proposer_ = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
+  if (config.spec_method == SpecMethod::kRetrieval) {
+    if (config.spec_datastore.empty()) return invalid_argument("retrieval speculation needs a datastore file");
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Datastore> store, Datastore::load(config.spec_datastore, mc.vocab_size));
+    e->proposer_ = std::make_unique<RetrievalProposer>(std::move(store), config.ngram_min, config.ngram_max);
+  }
   e->num_spec_tokens_ = config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
   return e;

@@ -40,6 +40,7 @@ struct EngineConfig {
   int32_t num_spec_tokens = 4;  // drafts per verification step
   int32_t ngram_min = 1;        // n-gram proposer: match lengths tried, longest first
   int32_t ngram_max = 4;
+  std::string spec_datastore;   // retrieval: a file from `pagoda spec build-datastore`
 };
 
 class Engine : private DecodingHost {

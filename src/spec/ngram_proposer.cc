@@ -11,6 +11,8 @@ bool parse_spec_method(std::string_view name, SpecMethod* out) {
     *out = SpecMethod::kNone;
   } else if (name == "ngram") {
     *out = SpecMethod::kNgram;
+  } else if (name == "retrieval") {
+    *out = SpecMethod::kRetrieval;
   } else {
     return false;
   }
@@ -21,6 +23,7 @@ const char* spec_method_name(SpecMethod m) {
   switch (m) {
     case SpecMethod::kNone: return "none";
     case SpecMethod::kNgram: return "ngram";
+    case SpecMethod::kRetrieval: return "retrieval";
   }
   return "?";
 }

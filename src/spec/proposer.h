@@ -13,10 +13,11 @@ namespace pagoda {
 
 enum class SpecMethod {
   kNone,
-  kNgram,  // prompt lookup: continue a repeated n-gram of the sequence itself
+  kNgram,      // prompt lookup: continue a repeated n-gram of the sequence itself
+  kRetrieval,  // REST: continue the context's longest match in a corpus datastore
 };
 
-// Parses "none" | "ngram"; false for anything else.
+// Parses "none" | "ngram" | "retrieval"; false for anything else.
 bool parse_spec_method(std::string_view name, SpecMethod* out);
 const char* spec_method_name(SpecMethod m);
 

@@ -75,6 +75,27 @@ TEST(Cli, GenerateWithNgramSpeculationPrintsTheSameText) {
   EXPECT_NE(on.err.find("speculative (ngram):"), std::string::npos) << on.err;
 }
 
+TEST(Cli, BuildDatastoreThenGenerateWithRetrieval) {
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
+  const std::string corpus = std::string(PAGODA_SOURCE_DIR) + "/models/heldout-sample.txt";
+  const std::string ds = (std::filesystem::temp_directory_path() / ("pagoda_cli_ds_" + std::to_string(::getpid()))).string();
+  auto r = run("spec build-datastore -m " + model + " -f " + corpus + " -o " + ds);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string args = "generate -m " + model + " -p 'And the LORD said' -n 40 --temp 0 -t 2 --ignore-eos";
+  const auto off = run(args);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto on = run(args + " --spec retrieval --spec-datastore " + ds);
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, off.out);
+  EXPECT_NE(on.err.find("speculative (retrieval):"), std::string::npos) << on.err;
+  // A datastore is not a model, and a model is not a datastore.
+  EXPECT_NE(run("generate -m " + ds + " -p hi").exit_code, 0);
+  const auto bad = run(args + " --spec retrieval --spec-datastore " + model);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("datastore"), std::string::npos) << bad.err;
+  std::filesystem::remove(ds);
+}
+
 TEST(Cli, TokenizeVocabOnlyFile) {
   PAGODA_SKIP_WITHOUT_SHARED("vocab/ggml-vocab-gpt-2.gguf");
   PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
@@ -141,6 +162,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"TinyKvCache", "generate -m " + kStories + " -p hi --kv-cache-mem 0.001"},
                       BadCase{"BadKvDtype", "generate -m " + kStories + " -p hi --kv-cache-dtype q8"},
                       BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
+                      BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
+                      BadCase{"SpecNoTool", "spec"},
+                      BadCase{"SpecUnknownTool", "spec build-everything"},
+                      BadCase{"DatastoreNoCorpus", "spec build-datastore -m " + kStories + " -f /nonexistent -o /tmp/x"},
                       BadCase{"ZeroSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens 0"},
                       BadCase{"BenchNegativeDepth", "bench model -m " + kStories + " -d -5"},
                       BadCase{"TokenizeNoText", "tokenize -m " + kStories},

@@ -9,7 +9,10 @@
 #include <map>
 #include <random>
 
+#include <filesystem>
+
 #include "engine_test_util.h"
+#include "spec/datastore.h"
 
 namespace pagoda {
 namespace {
@@ -24,7 +27,8 @@ struct SpecCase {
   int32_t num_spec_tokens;
 };
 
-std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool spec) {
+std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool spec,
+                               const std::string& datastore = "") {
   EngineConfig cfg;
   cfg.num_threads = 1;
   cfg.block_size = 4;
@@ -32,7 +36,8 @@ std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool 
   cfg.sched.max_num_seqs = 8;
   cfg.sched.preempt_mode = c.mode;
   if (spec) {
-    cfg.spec_method = SpecMethod::kNgram;
+    cfg.spec_method = datastore.empty() ? SpecMethod::kNgram : SpecMethod::kRetrieval;
+    cfg.spec_datastore = datastore;
     cfg.num_spec_tokens = c.num_spec_tokens;
   }
   auto probe = Engine::create(path, cfg);
@@ -129,6 +134,47 @@ INSTANTIATE_TEST_SUITE_P(
                       SpecCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
                       SpecCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2}),
     [](const ::testing::TestParamInfo<SpecCase>& i) { return std::string(i.param.name); });
+
+TEST(Speculative, RetrievalOutputsEqualSpeculationOff) {
+  // The datastore holds half of the greedy outputs (the rest of the corpus is
+  // noise), so drafts are often right and often wrong.
+  const std::string path = tiny_model_path();
+  const SpecCase c{"retrieval", 64, 0, PreemptMode::kRecompute, 4};
+  auto off = engine(path, c, false);
+  const auto specs = prompts(off->model_config().vocab_size);
+  const auto want = run(*off, specs);
+  std::vector<int32_t> corpus;
+  std::mt19937 rng(5);
+  for (const auto& [id, tokens] : want) {
+    if (id % 2) corpus.insert(corpus.end(), tokens.begin(), tokens.end());
+    for (int i = 0; i < 20; ++i) corpus.push_back(static_cast<int32_t>(rng() % off->model_config().vocab_size));
+  }
+  auto store = Datastore::build(corpus, off->model_config().vocab_size);
+  ASSERT_TRUE(store.is_ok());
+  const std::string ds = (std::filesystem::temp_directory_path() / ("pagoda_spec_ds_" + std::to_string(::getpid()))).string();
+  ASSERT_TRUE((*store)->save(ds).is_ok());
+  auto on = engine(path, c, true, ds);
+  const auto got = run(*on, specs);
+  for (const auto& [id, tokens] : want) EXPECT_EQ(got.at(id), tokens) << "request " << id;
+  const EngineStats& st = on->stats();
+  EXPECT_GT(st.num_accepted_draft_tokens, 0);
+  EXPECT_LT(st.num_accepted_draft_tokens, st.num_draft_tokens);
+  std::printf("retrieval: %lld drafts, acceptance %.2f, mean accepted length %.2f, steps %lld vs %lld\n",
+              static_cast<long long>(st.num_draft_tokens), st.spec_acceptance_rate(), st.spec_mean_accepted_len(),
+              static_cast<long long>(st.num_steps), static_cast<long long>(off->stats().num_steps));
+  std::filesystem::remove(ds);
+}
+
+TEST(Speculative, RetrievalNeedsAValidDatastore) {
+  const std::string path = tiny_model_path();
+  EngineConfig cfg;
+  cfg.spec_method = SpecMethod::kRetrieval;
+  EXPECT_FALSE(Engine::create(path, cfg).is_ok());
+  cfg.spec_datastore = "/nonexistent.pgds";
+  auto e = Engine::create(path, cfg);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("datastore"), std::string::npos);
+}
 
 TEST(Speculative, StopStringInsideAnAcceptedRunCutsThere) {
   const std::string path = tiny_model_path();
