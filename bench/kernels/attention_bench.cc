@@ -4,6 +4,8 @@
 // K/V, one thread per KV head range like the model. Reports K/V GB/s read
 // by decode (every cached key and value once).
 //
+// Runs the ISA matmul picks (PAGODA_ISA overrides).
+//
 //   build/kernels_bench --benchmark_filter=attention
 #include <benchmark/benchmark.h>
 
@@ -15,6 +17,7 @@
 
 #include "core/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/isa.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -24,7 +27,7 @@ constexpr int32_t kHeads = 32, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
 struct Cache {
   std::vector<float> k, v;
   std::vector<uint16_t> k16, v16;
-  std::vector<int32_t> table;
+  std::vector<BlockId> table;
   PagedKVView view{};
 };
 
@@ -38,8 +41,7 @@ Cache make_cache(int32_t ctx, bool f16) {
   c.v.resize(stride * blocks);
   for (auto& x : c.k) x = u(rng);
   for (auto& x : c.v) x = u(rng);
-  c.table.resize(blocks);
-  std::iota(c.table.begin(), c.table.end(), 0);
+  for (int32_t b = 0; b < blocks; ++b) c.table.push_back(BlockId{b});
   std::shuffle(c.table.begin(), c.table.end(), rng);
   c.view = PagedKVView{c.k.data(), c.v.data(), kBlock, kKvHeads, kHeadDim, stride};
   if (f16) {
@@ -62,6 +64,7 @@ void bm_attention(benchmark::State& state, int32_t ctx, int32_t n_q, bool f16) {
                     kKvHeads, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())));
   const double kv_bytes = 2.0 * ctx * kKvHeads * kHeadDim * (f16 ? 2 : 4);
   state.counters["KV_GB/s"] = benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }

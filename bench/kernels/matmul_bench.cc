@@ -1,8 +1,9 @@
 // Matmul micro-benchmarks over the TinyLlama-1.1B linear-layer shapes, for
-// every weight dtype, decode (1 token) and prefill (128 tokens), in the row
-// layout and (where the ISA has packed kernels, kernels/packed.h) the
-// load-time repacked layout ("-packed" names), on the ISA path matmul() picks (PAGODA_ISA overrides) and PAGODA_BENCH_THREADS
-// threads (default 2). Reports weight GB/s (bytes of W read per call / time)
+// every weight dtype, decode (1 token) and prefill (128 tokens), with the
+// weights repacked as the model does (kernels/packed.h), on the ISA path
+// matmul() picks (PAGODA_ISA overrides; the scalar ISA, or PAGODA_REPACK=0,
+// runs the row-layout reference) and PAGODA_BENCH_THREADS threads (default
+// 2). Reports weight GB/s (bytes of W read per call / time)
 // and GFLOP/s (2 * n_in * n_out * n_tokens / time), and both as fractions
 // of this machine's limits probed once at start-up with the same thread
 // count (bench/machine_probe.h): "of_bw" = GB/s over the read bandwidth,
@@ -84,9 +85,9 @@ std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out) {
   return m;
 }
 
-void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, bool packed) {
+void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out, int64_t n_tokens) {
   const auto m = make_matrix(type, n_in, n_out);
-  if (packed) {
+  if (repack_enabled()) {
     WeightView* w = &m->view;
     m->packed.pack(&w, 1, pool());
   }
@@ -113,7 +114,8 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out,
         benchmark::Counter(bytes / 1e9 / lim.read_gbs, benchmark::Counter::kIsIterationInvariantRate);
   if (peak > 0)
     state.counters["of_peak"] = benchmark::Counter(flops / 1e9 / peak, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + " t=" + std::to_string(bench_threads()));
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + (m->view.packed ? " packed" : " rows") +
+                 " t=" + std::to_string(bench_threads()));
 }
 
 struct Shape {
@@ -126,18 +128,16 @@ constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8
 
 int register_all() {
   for (DType type : kTypes)
-    for (bool packed : {false, true})
-      for (int64_t n_tokens : {1, 128})
-        for (Shape s : kShapes) {
-          if (s.n_in % dtype_block_size(type) != 0) continue;
-          if (packed && !can_pack(WeightView{type, &s, s.n_in, s.n_out})) continue;
-          const std::string name = std::string(n_tokens == 1 ? "decode" : "prefill128") +
-                                   (packed ? "-packed/" : "/") + std::string(dtype_name(type)) + "/" +
-                                   std::to_string(s.n_in) + "x" + std::to_string(s.n_out);
-          benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.n_in, s.n_out, n_tokens, packed)
-              ->UseRealTime()
-              ->Unit(benchmark::kMicrosecond);
-        }
+    for (int64_t n_tokens : {1, 128})
+      for (Shape s : kShapes) {
+        if (s.n_in % dtype_block_size(type) != 0) continue;
+        const std::string name = std::string(n_tokens == 1 ? "decode/" : "prefill128/") +
+                                 std::string(dtype_name(type)) + "/" + std::to_string(s.n_in) + "x" +
+                                 std::to_string(s.n_out);
+        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.n_in, s.n_out, n_tokens)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
   return 0;
 }
 const int kRegistered = register_all();

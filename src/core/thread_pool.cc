@@ -81,13 +81,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  run([&](int i, int nt) {
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t b = std::min<int64_t>(n, i * chunk);
-    const int64_t e = std::min<int64_t>(n, b + chunk);
-    if (b < e) fn(b, e);
-  });
+  parallel_for(n, 1, fn);
 }
 
 int default_num_threads() {

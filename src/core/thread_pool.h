@@ -2,6 +2,7 @@
 // thread takes part as worker 0, so ThreadPool(1) runs everything inline.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -27,6 +28,13 @@ class ThreadPool {
   // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
+  // As above with every chunk boundary a multiple of `align` (only the last
+  // chunk ends at n): fn(begin, end) on at most num_threads() threads, each
+  // chunk ceil(ceil(n / threads) / align) * align long. A single chunk runs
+  // on the calling thread without waking the workers. Allocates nothing.
+  template <class Fn>
+  void parallel_for(int64_t n, int64_t align, const Fn& fn);
+
  private:
   void worker_loop(int index);
 
@@ -39,6 +47,30 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   bool stop_ = false;
 };
+
+template <class Fn>
+void ThreadPool::parallel_for(int64_t n, int64_t align, const Fn& fn) {
+  if (n <= 0) return;
+  if (align < 1) align = 1;
+  const int64_t per_thread = (n + num_threads_ - 1) / num_threads_;
+  const int64_t chunk = (per_thread + align - 1) / align * align;
+  if (chunk >= n) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  // One captured pointer keeps the std::function of run() in its small
+  // buffer (no heap allocation per call).
+  struct Job {
+    const Fn* fn;
+    int64_t n, chunk;
+  };
+  const Job job{&fn, n, chunk};
+  run([&job](int ti, int) {
+    const int64_t b = std::min<int64_t>(job.n, ti * job.chunk);
+    const int64_t e = std::min<int64_t>(job.n, b + job.chunk);
+    if (b < e) (*job.fn)(b, e);
+  });
+}
 
 // Physical cores of this machine (best effort), at least 1.
 int default_num_threads();

@@ -1,10 +1,14 @@
 // Paged causal attention of one sequence over the block-paged KV cache:
 // FlashAttention-style tiles over KV blocks with an online softmax, all query
 // heads of one KV group together so each K/V tile is read once per group.
+// Compiled once per ISA (kernels/cpu/attention_inl.h) and run on the ISA
+// matmul uses (kernels/cpu/isa.h; PAGODA_ISA=scalar|avx2|avx512 forces one).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "core/ids.h"
 
 namespace pagoda::kernels {
 
@@ -30,24 +34,11 @@ struct PagedKVView {
 // out: [n_q][n_heads][head_dim], out_stride floats between tokens; only the
 // selected heads are written. scratch: paged_attention_scratch_floats floats.
 // Allocates nothing; single-threaded (split kv head ranges across threads).
-void paged_attention(const PagedKVView& kv, const int32_t* block_table, int32_t kv_len, const float* q,
+void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
                      int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, float* scratch);
 
 // Workspace for paged_attention with these sizes (any kv head count).
 size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head_dim, int32_t block_size);
-
-// Instruction sets the kernel is compiled for. For now selection is at
-// compile time (-march): paged_attention uses the best one compiled in, and
-// the others are kept so tests cover every path the host can run.
-enum class AttentionIsa { kScalar, kAvx2, kAvx512 };
-bool paged_attention_has_isa(AttentionIsa isa);
-const char* attention_isa_name(AttentionIsa isa);
-AttentionIsa paged_attention_best_isa();
-// paged_attention with a given ISA; CHECKs paged_attention_has_isa(isa).
-void paged_attention_with_isa(AttentionIsa isa, const PagedKVView& kv, const int32_t* block_table, int32_t kv_len,
-                              const float* q, int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads,
-                              float scale, float* out, int64_t out_stride, int32_t kv_head_begin,
-                              int32_t kv_head_end, float* scratch);
 
 }  // namespace pagoda::kernels

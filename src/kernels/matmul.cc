@@ -1,6 +1,8 @@
-// Front end of the CPU matmul: picks the ISA table, quantizes activations
-// once per call into a reusable per-calling-thread workspace, and splits
-// output rows across the pool.
+// Front end of the CPU matmul: picks the kernel (the active ISA's packed
+// kernel when the weight has a packed copy, else the scalar row-layout
+// reference), quantizes activations once per call into a reusable
+// per-calling-thread workspace, and splits output rows across the pool in
+// whole groups of 16.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -16,6 +18,7 @@ namespace {
 
 using cpu::ActFormat;
 using cpu::IsaKernels;
+using cpu::kPackRows;
 
 // Grows, never shrinks: no heap traffic once warmed up.
 struct ActWorkspace {
@@ -23,7 +26,6 @@ struct ActWorkspace {
   std::vector<float> d, s;
   std::vector<int32_t> qsum;
   std::vector<int16_t> bsums;
-  std::vector<float> d16, s16;
   template <class T>
   static T* fit(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);
@@ -36,14 +38,13 @@ ActWorkspace& workspace() {
   return ws;
 }
 
-const IsaKernels& table() { return cpu::kernels_for(cpu::active_isa()); }
-
-// Quantizes every token's activations; tokens split across the pool.
-cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
-                         int64_t n_in, bool pair_scales, ThreadPool& pool) {
+// Quantizes every token's activations with the ISA's quantizer (the same
+// bits on every ISA); tokens split across the pool.
+cpu::ActQ8 quantize_acts(const IsaKernels& k, ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
+                         int64_t n_in, ThreadPool& pool) {
   ActWorkspace& ws = workspace();
-  const int64_t block = fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32;
-  const int64_t nb = n_in / block;
+  const int64_t nb = n_in / (fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32);
+  cpu::ActQ8 act;
   int8_t* qs = ActWorkspace::fit(ws.qs, static_cast<size_t>(n_tokens * n_in));
   float* d = ActWorkspace::fit(ws.d, static_cast<size_t>(n_tokens * nb));
   float* s = nullptr;
@@ -55,93 +56,50 @@ cpu::ActQ8 quantize_acts(ActFormat fmt, const float* x, int64_t x_stride, int64_
     s = ActWorkspace::fit(ws.s, static_cast<size_t>(n_tokens * nb));
     qsum = ActWorkspace::fit(ws.qsum, static_cast<size_t>(n_tokens * nb));
   }
-  const int64_t stride16 = nb / 2 * 16;
-  float* d16 = nullptr;
-  float* s16 = nullptr;
-  if (fmt == ActFormat::kQ8_32 && pair_scales && stride16 > 0) {
-    d16 = ActWorkspace::fit(ws.d16, static_cast<size_t>(n_tokens * stride16));
-    s16 = ActWorkspace::fit(ws.s16, static_cast<size_t>(n_tokens * stride16));
-  }
-  // One captured pointer keeps the std::function in its small buffer (no
-  // heap allocation per call).
-  struct Job {
-    ActFormat fmt;
-    const float* x;
-    int64_t x_stride, n_in, nb, n_tokens;
-    int8_t* qs;
-    float *d, *s;
-    int32_t* qsum;
-    int16_t* bsums;
-    float *d16, *s16;
-    int64_t stride16;
-    void operator()(int64_t t0, int64_t t1) const {
-      for (int64_t t = t0; t < t1; ++t) {
-        if (fmt == ActFormat::kQ8_K) {
-          cpu::quantize_act_q8_k(x + t * x_stride, n_in, qs + t * n_in, d + t * nb,
-                                 bsums + t * (n_in / cpu::kActSumGroup));
-        } else {
-          cpu::quantize_act_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb, qsum + t * nb);
-          if (d16 != nullptr)
-            cpu::expand_act_pairs(d + t * nb, s + t * nb, nb, d16 + t * stride16, s16 + t * stride16);
-        }
+  auto rows = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (fmt == ActFormat::kQ8_K) {
+        k.quantize_q8_k(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, bsums + t * (n_in / cpu::kActSumGroup));
+      } else {
+        k.quantize_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb, qsum + t * nb);
       }
     }
   };
-  const Job job{fmt, x, x_stride, n_in, nb, n_tokens, qs, d, s, qsum, bsums, d16, s16, stride16};
-  if (n_tokens == 1 || pool.num_threads() == 1) {
-    job(0, n_tokens);
+  pool.parallel_for(n_tokens, 1, rows);
+  act.qs = qs;
+  act.d = d;
+  act.s = s;
+  act.bsums = bsums;
+  act.qsum = qsum;
+  return act;
+}
+
+// The kernel for w's rows and the arguments it reads (everything but the
+// activations and outputs).
+struct Bound {
+  cpu::RowsFn fn = nullptr;
+  cpu::MatmulArgs args;
+};
+
+Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
+  Bound b;
+  b.args.w = static_cast<const uint8_t*>(w.data);
+  b.args.row_bytes = w.row_bytes();
+  b.args.n_in = w.n_in;
+  b.args.n_out = w.n_out;
+  if (w.packed != nullptr && k.packed[kind] != nullptr) {
+    b.fn = k.packed[kind];
+    b.args.wp = static_cast<const uint8_t*>(w.packed);
+    b.args.group_bytes = cpu::packed_group_bytes(static_cast<cpu::WKind>(kind), w.n_in);
   } else {
-    pool.run([&job](int ti, int nt) {
-      const int64_t chunk = (job.n_tokens + nt - 1) / nt;
-      const int64_t t0 = std::min<int64_t>(job.n_tokens, ti * chunk);
-      job(t0, std::min<int64_t>(job.n_tokens, t0 + chunk));
-    });
+    b.fn = cpu::kernels_scalar().rows[kind];  // no packed copy: the reference
   }
-  return {qs, d, s, bsums, d16, s16, qsum};
-}
-
-// Binds w (and its packed copy when the active table has a kernel for it).
-cpu::MatmulArgs make_args(const WeightView& w, const IsaKernels& k, int kind) {
-  cpu::MatmulArgs a;
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.row_bytes = w.row_bytes();
-  a.n_in = w.n_in;
-  if (w.packed != nullptr && w.packed_rows > 0 && k.packed[kind] != nullptr) {
-    a.wp = static_cast<const uint8_t*>(w.packed);
-    a.group_bytes = cpu::packed_group_bytes(static_cast<cpu::WKind>(kind), w.n_in);
-  }
-  return a;
-}
-
-// Whether every row of w goes to the packed kernel (row splits are
-// multiples of 16): then the row-layout tiles' lane-wise activation scales
-// (ActQ8::d16 / s16) are not needed.
-bool all_rows_packed(const WeightView& w, const IsaKernels& k, int kind) {
-  return w.packed != nullptr && k.packed[kind] != nullptr && w.packed_rows == w.n_out &&
-         w.n_out % cpu::kPackRows == 0;
-}
-
-// Rows [r0, r1): whole packed groups through the packed kernel, the rest
-// (unaligned edges, rows past packed_rows) through the row kernel.
-void run_rows(const IsaKernels& k, int kind, const cpu::MatmulArgs& a, int64_t packed_rows, int64_t r0,
-              int64_t r1) {
-  if (a.wp != nullptr) {
-    constexpr int64_t G = cpu::kPackRows;
-    const int64_t p0 = (r0 + G - 1) / G * G;
-    const int64_t p1 = std::min(r1, packed_rows) / G * G;
-    if (p0 < p1) {
-      if (r0 < p0) k.rows[kind](a, r0, p0);
-      k.packed[kind](a, p0, p1);
-      if (p1 < r1) k.rows[kind](a, p1, r1);
-      return;
-    }
-  }
-  k.rows[kind](a, r0, r1);
+  return b;
 }
 
 }  // namespace
 
-float dot_f32(const float* a, const float* b, int64_t n) { return table().dot_f32(a, b, n); }
+float dot_f32(const float* a, const float* b, int64_t n) { return cpu::active_kernels().dot_f32(a, b, n); }
 
 void get_row(const WeightView& w, int64_t row, float* dst) {
   const auto* base = static_cast<const uint8_t*>(w.data) + row * w.row_bytes();
@@ -154,38 +112,16 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
   const int kind = cpu::wkind_of(w.type);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
-  const IsaKernels& k = table();
-  cpu::MatmulArgs args = make_args(w, k, kind);
-  args.x = x;
-  args.x_stride = x_stride;
-  args.n_tokens = n_tokens;
-  args.y = y;
-  args.y_stride = y_stride;
-  if (fmt != ActFormat::kFloat)
-    args.act = quantize_acts(fmt, x, x_stride, n_tokens, w.n_in,
-                             k.wants_pair_scales && !all_rows_packed(w, k, kind), pool);
-  const int64_t n_out = w.n_out;
-  if (pool.num_threads() == 1 || n_out < 2) {
-    run_rows(k, kind, args, w.packed_rows, 0, n_out);
-    return;
-  }
-  // Contiguous row ranges, multiples of 16 rows so packed groups and prefill
-  // tiles stay whole. One captured pointer: the std::function stays
-  // allocation-free.
-  struct Split {
-    const cpu::MatmulArgs* args;
-    const IsaKernels* k;
-    int kind;
-    int64_t n_out, packed_rows;
-  };
-  const Split split{&args, &k, kind, n_out, w.packed_rows};
-  pool.run([&split](int ti, int nt) {
-    const int64_t chunk = (split.n_out + nt - 1) / nt;
-    const int64_t aligned = (chunk + 15) / 16 * 16;
-    const int64_t r0 = std::min<int64_t>(split.n_out, ti * aligned);
-    const int64_t r1 = std::min<int64_t>(split.n_out, r0 + aligned);
-    if (r0 < r1) run_rows(*split.k, split.kind, *split.args, split.packed_rows, r0, r1);
-  });
+  const IsaKernels& k = cpu::active_kernels();
+  Bound b = bind(w, k, kind);
+  b.args.x = x;
+  b.args.x_stride = x_stride;
+  b.args.n_tokens = n_tokens;
+  b.args.y = y;
+  b.args.y_stride = y_stride;
+  if (fmt != ActFormat::kFloat) b.args.act = quantize_acts(k, fmt, x, x_stride, n_tokens, w.n_in, pool);
+  // Whole groups of 16 rows per thread; only the last range ends inside one.
+  pool.parallel_for(w.n_out, kPackRows, [&b](int64_t r0, int64_t r1) { b.fn(b.args, r0, r1); });
 }
 
 void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, int64_t x_stride, int64_t n_tokens,
@@ -201,46 +137,29 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
   const int kind = cpu::wkind_of(ws[0]->type);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
-  const IsaKernels& k = table();
+  const IsaKernels& k = cpu::active_kernels();
   cpu::ActQ8 act{};
-  // Weight offsets in the concatenation stay multiples of 16 when every
-  // weight is fully packed (all_rows_packed requires n_out % 16 == 0).
-  bool pair_scales = false;
-  for (int i = 0; i < n_weights; ++i) pair_scales = pair_scales || !all_rows_packed(*ws[i], k, kind);
-  if (fmt != ActFormat::kFloat)
-    act = quantize_acts(fmt, x, x_stride, n_tokens, ws[0]->n_in, k.wants_pair_scales && pair_scales, pool);
-  struct Fused {
-    cpu::MatmulArgs args[kMaxWeights];
-    int64_t packed_rows[kMaxWeights];
-    int64_t begin[kMaxWeights + 1];  // row offsets of each weight in the concatenation
-    int n;
-    int kind;
-    const IsaKernels* k;
-  } f{};
-  f.n = n_weights;
-  f.kind = kind;
-  f.k = &k;
-  f.begin[0] = 0;
+  if (fmt != ActFormat::kFloat) act = quantize_acts(k, fmt, x, x_stride, n_tokens, ws[0]->n_in, pool);
+  // The weights' rows concatenated, each weight starting at a multiple of
+  // 16 so a 16-aligned split never cuts one of its groups.
+  Bound bound[kMaxWeights];
+  int64_t begin[kMaxWeights + 1];
+  begin[0] = 0;
   for (int i = 0; i < n_weights; ++i) {
-    cpu::MatmulArgs& a = f.args[i];
-    a = make_args(*ws[i], k, kind);
-    f.packed_rows[i] = ws[i]->packed_rows;
+    bound[i] = bind(*ws[i], k, kind);
+    cpu::MatmulArgs& a = bound[i].args;
     a.x = x;
     a.x_stride = x_stride;
     a.n_tokens = n_tokens;
     a.y = ys[i];
     a.y_stride = y_strides[i];
     a.act = act;
-    f.begin[i + 1] = f.begin[i] + ws[i]->n_out;
+    begin[i + 1] = begin[i] + (ws[i]->n_out + kPackRows - 1) / kPackRows * kPackRows;
   }
-  pool.run([&f](int ti, int nt) {
-    const int64_t total = f.begin[f.n];
-    const int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
-    const int64_t r0 = std::min<int64_t>(total, ti * chunk);
-    const int64_t r1 = std::min<int64_t>(total, r0 + chunk);
-    for (int i = 0; i < f.n; ++i) {
-      const int64_t b = std::max(r0, f.begin[i]), e = std::min(r1, f.begin[i + 1]);
-      if (b < e) run_rows(*f.k, f.kind, f.args[i], f.packed_rows[i], b - f.begin[i], e - f.begin[i]);
+  pool.parallel_for(begin[n_weights], kPackRows, [&](int64_t r0, int64_t r1) {
+    for (int i = 0; i < n_weights; ++i) {
+      const int64_t b = std::max(r0, begin[i]), e = std::min(r1, begin[i] + ws[i]->n_out);
+      if (b < e) bound[i].fn(bound[i].args, b - begin[i], e - begin[i]);
     }
   });
 }

@@ -3,6 +3,8 @@
 //
 // The kernels live in kernels/cpu: one variant per ISA (scalar, AVX2,
 // AVX-512), picked at start-up (PAGODA_ISA=scalar|avx2|avx512 forces one).
+// The SIMD ISAs read the packed copy (WeightView::packed); the scalar ISA,
+// and any weight without a packed copy, use the row-layout reference.
 // Quantized weights use 8-bit activations quantized once per call (Q8_0-like
 // 32-blocks, or Q8_K-like 256-blocks for the K-quants) and integer dots;
 // F32/F16/BF16 use f32 FMA.
@@ -20,10 +22,10 @@ struct WeightView {
   const void* data = nullptr;
   int64_t n_in = 0;   // row length (elements)
   int64_t n_out = 0;  // number of rows
-  // Optional row-interleaved copy of rows [0, packed_rows) made by
-  // PackedWeights (kernels/packed.h); the remaining rows use `data`.
+  // Optional row-interleaved copy of all rows made by PackedWeights
+  // (kernels/packed.h), which the active ISA's packed kernels read; without
+  // it matmul runs the scalar reference kernels on `data`.
   const void* packed = nullptr;
-  int64_t packed_rows = 0;
   size_t row_bytes() const { return dtype_row_bytes(type, n_in); }
 };
 

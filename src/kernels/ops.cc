@@ -2,15 +2,12 @@
 
 #include <cmath>
 
-#include "kernels/fast_exp.h"
+#include "kernels/cpu/kernel_table.h"
 
 namespace pagoda::kernels {
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float inv = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
+  cpu::active_kernels().rms_norm(x, weight, y, n, eps);
 }
 
 void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
@@ -33,14 +30,9 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + fast_exp(-g)) * up[i];
-  }
+  cpu::active_kernels().swiglu(gate, up, out, n);
 }
 
-void add_inplace(float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
-}
+void add_inplace(float* a, const float* b, int64_t n) { cpu::active_kernels().add(a, b, n); }
 
 }  // namespace pagoda::kernels

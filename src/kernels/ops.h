@@ -1,4 +1,5 @@
-// Element-wise and row-wise layer operations: RMSNorm, RoPE, SwiGLU, softmax.
+// Element-wise and row-wise layer operations: RMSNorm, RoPE, SwiGLU, add.
+// All but RoPE (libm-bound) run the active ISA's kernel (kernels/cpu/ops_inl.h).
 #pragma once
 
 #include <cstdint>

@@ -26,26 +26,30 @@ uint8_t* alloc_huge(size_t bytes) {
   return static_cast<uint8_t*>(p);
 }
 
+int64_t num_groups(const WeightView& w) { return (w.n_out + cpu::kPackRows - 1) / cpu::kPackRows; }
+
 }  // namespace
 
 void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
 bool repack_enabled() {
   const char* v = std::getenv("PAGODA_REPACK");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  const bool on = v == nullptr || std::strcmp(v, "0") != 0;
+  if (!on) {
+    static const bool warned = [] {
+      std::fprintf(stderr, "pagoda: PAGODA_REPACK=0: weights stay in the file layout and matmul runs the scalar "
+                           "reference kernels (slow)\n");
+      return true;
+    }();
+    (void)warned;
+  }
+  return on;
 }
 
 bool can_pack(const WeightView& w) {
   const int kind = cpu::wkind_of(w.type);
-  if (kind < 0 || w.n_out < cpu::kPackRows || w.data == nullptr) return false;
-  const auto wk = static_cast<cpu::WKind>(kind);
-  if (!cpu::packable(wk) || cpu::kernels_for(cpu::active_isa()).packed[kind] == nullptr) return false;
-  switch (cpu::act_format_of(wk)) {
-    case cpu::ActFormat::kFloat: return true;
-    case cpu::ActFormat::kQ8_32: return w.n_in % 32 == 0;
-    case cpu::ActFormat::kQ8_K: return w.n_in % 256 == 0;
-  }
-  return false;
+  if (kind < 0 || w.n_out <= 0 || w.data == nullptr) return false;
+  return cpu::packable(static_cast<cpu::WKind>(kind)) && cpu::active_kernels().packed[kind] != nullptr;
 }
 
 size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
@@ -53,16 +57,19 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
   constexpr size_t kAlign = 64;
   auto bytes_of = [](const WeightView& w) {
     const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
-    return cpu::packed_group_bytes(kind, w.n_in) * static_cast<size_t>(w.n_out / cpu::kPackRows);
+    const size_t bytes = cpu::packed_group_bytes(kind, w.n_in) * static_cast<size_t>(num_groups(w));
+    return (bytes + kAlign - 1) / kAlign * kAlign;
   };
   size_t total = 0;
   for (int i = 0; i < n; ++i)
-    if (ws[i]->packed == nullptr && can_pack(*ws[i])) total += (bytes_of(*ws[i]) + kAlign - 1) / kAlign * kAlign;
+    if (ws[i]->packed == nullptr && can_pack(*ws[i])) total += bytes_of(*ws[i]);
   if (total == 0) return 0;
   // One arena: small matrices do not each round up to a 2 MiB page.
   uint8_t* arena = alloc_huge(total);
-  if (arena == nullptr) {  // keep serving from the row layout
-    std::fprintf(stderr, "pagoda: cannot allocate %zu bytes to repack weights; using the row layout\n", total);
+  if (arena == nullptr) {
+    std::fprintf(stderr,
+                 "pagoda: cannot allocate %zu bytes to repack weights; matmul runs the scalar reference kernels\n",
+                 total);
     return 0;
   }
   buffers_.emplace_back(arena);
@@ -71,20 +78,14 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
     WeightView& w = *ws[i];
     if (w.packed != nullptr || !can_pack(w)) continue;
     const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
-    const int64_t groups = w.n_out / cpu::kPackRows;
     const size_t gb = cpu::packed_group_bytes(kind, w.n_in);
     uint8_t* out = arena + used;
-    used += (bytes_of(w) + kAlign - 1) / kAlign * kAlign;
-    const auto* src = static_cast<const uint8_t*>(w.data);
-    const size_t row_bytes = w.row_bytes();
-    const int64_t n_in = w.n_in;
-    pool.run([&](int ti, int nt) {
-      const int64_t chunk = (groups + nt - 1) / nt;
-      const int64_t g0 = std::min<int64_t>(groups, ti * chunk), g1 = std::min<int64_t>(groups, g0 + chunk);
-      if (g0 < g1) cpu::pack_groups(kind, src, row_bytes, n_in, g0, g1, out + g0 * gb);
+    used += bytes_of(w);
+    pool.parallel_for(num_groups(w), 1, [&](int64_t g0, int64_t g1) {
+      cpu::pack_groups(kind, static_cast<const uint8_t*>(w.data), w.row_bytes(), w.n_in, w.n_out, g0, g1,
+                       out + g0 * gb);
     });
     w.packed = out;
-    w.packed_rows = groups * cpu::kPackRows;
     if (on_packed) on_packed(w);
   }
   bytes_ += used;

@@ -5,8 +5,9 @@
 // miss (and a hardware-prefetch restart) every 4 KiB the way mmapped file
 // pages do.
 //
-// PAGODA_REPACK=0 in the environment turns packing off (the original
-// layout is always kept and used for rows the packed kernels do not cover).
+// Every row of a matrix is packed (a last partial group of 16 is padded).
+// PAGODA_REPACK=0 in the environment turns packing off: matmul then runs the
+// scalar reference kernels on the original layout (slow; for debugging).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,7 @@
 
 namespace pagoda::kernels {
 
-// False when PAGODA_REPACK=0.
+// False when PAGODA_REPACK=0 (says so on stderr, once).
 bool repack_enabled();
 
 // Whether the active ISA has a packed kernel for this weight.
@@ -34,10 +35,11 @@ class PackedWeights {
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;
 
-  // Packs the whole-group rows of each weight that can_pack() (splitting
-  // the work across `pool`) into one huge-page arena and sets their packed
-  // / packed_rows; calls on_packed(w) after each (e.g. to release the
-  // source pages). Returns the bytes added.
+  // Packs every weight that can_pack() (splitting the work across `pool`)
+  // into one huge-page arena and sets its `packed`; calls on_packed(w)
+  // after each (e.g. to release the source pages). Returns the bytes added
+  // (0 when the arena cannot be allocated: a message, and the weights keep
+  // the row layout).
   size_t pack(WeightView* const* ws, int n, ThreadPool& pool,
               const std::function<void(const WeightView&)>& on_packed = nullptr);
   size_t bytes() const { return bytes_; }

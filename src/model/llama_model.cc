@@ -20,15 +20,11 @@ std::string dims_str(const std::vector<int64_t>& d) {
 // batches (the per-token ops are cheap: a decode step stays on one thread).
 template <class Fn>
 void for_tokens(ThreadPool& pool, int64_t n, const Fn& fn) {
-  if (n < 16 || pool.num_threads() == 1) {
+  if (n < 16) {
     fn(int64_t{0}, n);
     return;
   }
-  pool.run([&fn, n](int ti, int nt) {
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t t0 = std::min<int64_t>(n, ti * chunk), t1 = std::min<int64_t>(n, t0 + chunk);
-    if (t0 < t1) fn(t0, t1);
-  });
+  pool.parallel_for(n, 1, fn);
 }
 
 }  // namespace
@@ -117,7 +113,7 @@ size_t LlamaModel::repack(ThreadPool& pool) {
   // Each matrix's file pages are released as soon as it is packed: peak
   // resident memory stays near one copy of the weights.
   const size_t added = packed_.pack(ws.data(), static_cast<int>(ws.size()), pool, [this](const kernels::WeightView& w) {
-    if (w.packed_rows == w.n_out) file_->release_pages(w.data, w.row_bytes() * w.n_out);
+    file_->release_pages(w.data, w.row_bytes() * w.n_out);  // every row is in the packed copy
   });
   return added;
 }

@@ -121,7 +121,9 @@ TEST_P(SpeculativeGreedy, OutputsEqualSpeculationOff) {
   EXPECT_EQ(off->stats().num_draft_tokens, 0);
   // With a roomy budget drafts cost no one else a slot: fewer steps. (With a
   // tiny budget they crowd out prefill chunks; adaptive speculation's job.)
-  if (c.budget >= 64) EXPECT_LT(st.num_steps, off->stats().num_steps) << "speculation saved no step";
+  if (c.budget >= 64) {
+    EXPECT_LT(st.num_steps, off->stats().num_steps) << "speculation saved no step";
+  }
   std::printf("%s: %lld drafts, acceptance %.2f, mean accepted length %.2f, steps %lld vs %lld\n", c.name,
               static_cast<long long>(st.num_draft_tokens), st.spec_acceptance_rate(), st.spec_mean_accepted_len(),
               static_cast<long long>(st.num_steps), static_cast<long long>(off->stats().num_steps));

@@ -1,9 +1,12 @@
 // Reading the real GGUF files in the shared folder, and open() errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "../shared_files.h"
 #include "gguf/gguf_file.h"
 
 namespace pagoda::gguf {
@@ -12,6 +15,7 @@ namespace {
 const std::string kShared = PAGODA_SHARED_DIR;
 
 TEST(GGUFRealFiles, Stories260K) {
+  PAGODA_SKIP_WITHOUT_SHARED("models/stories260K.gguf");
   const std::string path = kShared + "/models/stories260K.gguf";
   auto r = GGUFFile::open(path);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
@@ -44,6 +48,7 @@ TEST(GGUFRealFiles, Stories260K) {
 }
 
 TEST(GGUFRealFiles, VocabFiles) {
+  PAGODA_SKIP_WITHOUT_SHARED("vocab");
   int num_files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kShared + "/vocab")) {
     if (entry.path().extension() != ".gguf") continue;
@@ -71,17 +76,22 @@ TEST(GGUFRealFiles, MissingFile) {
 }
 
 TEST(GGUFRealFiles, DirectoryIsAnError) {
-  auto r = GGUFFile::open(kShared);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  auto r = GGUFFile::open(dir);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find(kShared), std::string::npos);
+  EXPECT_NE(r.status().message().find(dir), std::string::npos);
   EXPECT_NE(r.status().message().find("directory"), std::string::npos) << r.status().message();
 }
 
 TEST(GGUFRealFiles, NonGGUFFileIsAnError) {
-  auto r = GGUFFile::open(kShared + "/models/README.md");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("pagoda_README_" + std::to_string(::getpid()) + ".md")).string();
+  std::ofstream(path) << "# Models\n\nNot a GGUF file, but long enough to hold a header.\n";
+  auto r = GGUFFile::open(path);
+  std::filesystem::remove(path);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("magic"), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("README.md"), std::string::npos);
+  EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
-// paged_attention (every ISA compiled in) against the double-precision
-// reference on random inputs of awkward shapes, with shuffled block tables.
+// paged_attention on every ISA the host supports (cpu::set_active_isa)
+// against the double-precision reference on random inputs of awkward
+// shapes, with shuffled block tables. Query tiles below a per-ISA row
+// threshold (4 to 16 rows) take the per-key dot path, larger ones the
+// transposed-key path (cpu/attention_inl.h): both run on every ISA here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 
 #include "core/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ref/attention_ref.h"
 
 namespace pagoda::kernels {
@@ -45,7 +49,7 @@ struct Fixture {
   PagedKVView view;
   std::vector<float> k, v;
   std::vector<uint16_t> k16, v16;  // the f16 copy (Case::f16)
-  std::vector<int32_t> table;
+  std::vector<BlockId> table;
 
   Fixture(const Case& c, std::mt19937& rng) {
     const int32_t n_used = (c.kv_len + c.block_size - 1) / c.block_size;
@@ -56,11 +60,11 @@ struct Fixture {
     std::vector<int32_t> perm(n_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
-    table.assign(perm.begin(), perm.begin() + n_used);
+    for (int32_t i = 0; i < n_used; ++i) table.push_back(BlockId{perm[i]});
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (int32_t j = 0; j < c.kv_len; ++j) {
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-        size_t off = table[j / c.block_size] * stride + (static_cast<size_t>(h) * c.block_size + j % c.block_size) * c.head_dim;
+        size_t off = table[j / c.block_size].value * stride + (static_cast<size_t>(h) * c.block_size + j % c.block_size) * c.head_dim;
         for (int32_t d = 0; d < c.head_dim; ++d) {
           k[off + d] = u(rng);
           v[off + d] = u(rng);
@@ -76,13 +80,11 @@ struct Fixture {
   }
 };
 
-std::vector<AttentionIsa> isas() {
-  std::vector<AttentionIsa> r;
-  for (AttentionIsa i : {AttentionIsa::kScalar, AttentionIsa::kAvx2, AttentionIsa::kAvx512}) {
-    if (paged_attention_has_isa(i)) r.push_back(i);
-  }
-  return r;
-}
+// Restores the best ISA when a test ends (a failed one included).
+class PagedAttention : public ::testing::Test {
+ protected:
+  void TearDown() override { cpu::set_active_isa(cpu::best_isa()); }
+};
 
 // Runs every ISA on heads [kv_begin, kv_end) and compares with the reference:
 // max |got - want| <= tol * max |want|, untouched padding and other heads.
@@ -113,11 +115,12 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
   std::vector<float> scratch(paged_attention_scratch_floats(n_q, c.n_heads, c.head_dim, c.block_size) + 1, kNaN);
   const float canary = 777.0f;
   double worst_rel = 0;
-  for (AttentionIsa isa : isas()) {
-    SCOPED_TRACE(attention_isa_name(isa));
+  for (cpu::Isa isa : cpu::supported_isas()) {
+    SCOPED_TRACE(cpu::isa_name(isa).data());
+    cpu::set_active_isa(isa);
     scratch.back() = canary;
     std::vector<float> got(n_q * out_stride, kSentinel);
-    paged_attention_with_isa(isa, f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q,
+    paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q,
                              c.n_heads, scale, got.data(), out_stride, kv_begin, kv_end, scratch.data());
     if (scratch.back() != canary) {
       ADD_FAILURE() << "kernel wrote past its scratch";
@@ -166,15 +169,7 @@ constexpr HeadConfig kHeads[] = {{1, 1}, {4, 4}, {8, 2}, {6, 1}};
 constexpr int32_t kHeadDims[] = {8, 12, 64, 80, 128};
 constexpr int32_t kBlockSizes[] = {1, 3, 16};
 
-TEST(PagedAttention, LogsIsas) {
-  std::string names;
-  for (AttentionIsa i : isas()) names += std::string(attention_isa_name(i)) + " ";
-  std::printf("paged_attention ISAs tested: %s(best: %s)\n", names.c_str(),
-              attention_isa_name(paged_attention_best_isa()));
-  EXPECT_TRUE(paged_attention_has_isa(AttentionIsa::kScalar));
-}
-
-TEST(PagedAttention, DecodeMatchesReference) {
+TEST_F(PagedAttention, DecodeMatchesReference) {
   uint32_t seed = 1000;
   double worst = 0;
   for (int32_t hd : kHeadDims)
@@ -186,7 +181,7 @@ TEST(PagedAttention, DecodeMatchesReference) {
   std::printf("worst relative error %.3g (tolerance 1e-5)\n", worst);
 }
 
-TEST(PagedAttention, FullPrefillMatchesReference) {
+TEST_F(PagedAttention, FullPrefillMatchesReference) {
   uint32_t seed = 2000;
   double worst = 0;
   for (int32_t hd : kHeadDims)
@@ -201,14 +196,14 @@ TEST(PagedAttention, FullPrefillMatchesReference) {
   std::printf("worst relative error %.3g (tolerance 1e-5)\n", worst);
 }
 
-TEST(PagedAttention, ChunkedPrefillMatchesReference) {
+TEST_F(PagedAttention, ChunkedPrefillMatchesReference) {
   uint32_t seed = 3000;
   for (int32_t hd : kHeadDims)
     for (HeadConfig hc : kHeads)
       for (int32_t bs : kBlockSizes) check_case({hd, hc.n_heads, hc.num_kv_heads, bs, 64, range(40, 64)}, seed++);
 }
 
-TEST(PagedAttention, UnorderedPositionsAndRepeats) {
+TEST_F(PagedAttention, UnorderedPositionsAndRepeats) {
   // Verification of draft tokens and mixed batches need not arrive sorted.
   std::mt19937 rng(4000);
   for (int32_t t = 0; t < 20; ++t) {
@@ -222,7 +217,7 @@ TEST(PagedAttention, UnorderedPositionsAndRepeats) {
 
 // An f16 cache (half the memory and reads): decode, prefill and chunked
 // prefill on every ISA, against the reference reading the same halves.
-TEST(PagedAttention, F16CacheMatchesReference) {
+TEST_F(PagedAttention, F16CacheMatchesReference) {
   uint32_t seed = 8000;
   double worst = 0;
   for (int32_t hd : kHeadDims)
@@ -239,7 +234,7 @@ TEST(PagedAttention, F16CacheMatchesReference) {
   std::printf("worst relative error %.3g (tolerance 1e-5)\n", worst);
 }
 
-TEST(PagedAttention, LargeScoresStayFinite) {
+TEST_F(PagedAttention, LargeScoresStayFinite) {
   double worst = 0;
   // Scores in the hundreds overflow exp() without the running max. A score
   // carries float rounding of about |score| * 1e-7 * sqrt(head_dim), which the
@@ -253,7 +248,7 @@ TEST(PagedAttention, LargeScoresStayFinite) {
   std::printf("worst relative error %.3g (tolerance 5e-5)\n", worst);
 }
 
-TEST(PagedAttention, HeadRangesComposeAndLeaveOthersUntouched) {
+TEST_F(PagedAttention, HeadRangesComposeAndLeaveOthersUntouched) {
   uint32_t seed = 6000;
   for (int32_t bs : {1, 16}) {
     Case c{64, 8, 4, bs, 50, range(20, 50)};
@@ -264,7 +259,33 @@ TEST(PagedAttention, HeadRangesComposeAndLeaveOthersUntouched) {
   }
 }
 
-TEST(PagedAttention, DetectsAWrongAnswer) {
+// Random shapes: any head dim (tails of every width), GQA groups, block
+// sizes, context lengths and query sets, on every ISA.
+TEST_F(PagedAttention, RandomShapesMatchReference) {
+  const uint32_t seed = 9000;
+  std::printf("[ seed ] %u\n", seed);
+  std::mt19937 rng(seed);
+  for (int t = 0; t < 40; ++t) {
+    const int32_t hd = 1 + static_cast<int32_t>(rng() % 160);
+    const int32_t kv_heads = 1 + static_cast<int32_t>(rng() % 3);
+    const int32_t group = 1 + static_cast<int32_t>(rng() % 9);
+    const int32_t bs = 1 + static_cast<int32_t>(rng() % 20);
+    const int32_t kv_len = 1 + static_cast<int32_t>(rng() % 200);
+    std::vector<int32_t> pos;
+    if (rng() % 2) {
+      const int32_t first = static_cast<int32_t>(rng() % kv_len);
+      pos = range(first, kv_len);  // a prefill chunk ending at kv_len
+    } else {
+      pos.resize(1 + rng() % 12);
+      for (int32_t& p : pos) p = static_cast<int32_t>(rng() % kv_len);
+    }
+    Case c{hd, group * kv_heads, kv_heads, bs, kv_len, pos};
+    c.f16 = rng() % 2;
+    check_case(c, seed + 1 + t);
+  }
+}
+
+TEST_F(PagedAttention, DetectsAWrongAnswer) {
   // Guard against a vacuous comparison: a cache changed after the reference
   // run must fail the same check.
   Case c{16, 2, 1, 4, 9, {8}};
@@ -273,7 +294,7 @@ TEST(PagedAttention, DetectsAWrongAnswer) {
   std::vector<float> q(c.n_heads * c.head_dim, 0.5f), want(q.size()), got(q.size());
   ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f,
                        want.data(), 0, 0, 1);
-  f.v[f.table[0] * f.view.block_stride] += 1.0f;  // value of key 0, dim 0
+  f.v[f.table[0].value * f.view.block_stride] += 1.0f;  // value of key 0, dim 0
   std::vector<float> scratch(paged_attention_scratch_floats(1, c.n_heads, c.head_dim, c.block_size));
   paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f, got.data(), 0,
                   0, 1, scratch.data());

@@ -1,7 +1,8 @@
-// Every ISA path of kernels::matmul the host supports, for every weight
-// dtype, against (a) the double-precision scalar reference ref::vec_dot and
-// (b) the scalar path, which for quantized weights is the integer reference
-// of the same algorithm (same activation quantization, integer block dots).
+// Every ISA path of kernels::matmul the host supports (the weights packed on
+// that ISA, as the model does), for every weight dtype, against (a) the
+// double-precision scalar reference ref::vec_dot and (b) the scalar path,
+// which for quantized weights is the integer reference of the same algorithm
+// (same activation quantization, integer block dots).
 //
 // Tolerances:
 //  * float weights vs ref: f32 summation, |err| <= n_in * 2^-24 * sum|w_i x_i|
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "kernels/ref/quant_ref.h"
 
 namespace pagoda::kernels {
@@ -64,9 +67,15 @@ Problem make_problem(DType type, Shape s, uint32_t seed) {
   return p;
 }
 
+// matmul on the active ISA with the weights packed for it (no copy on the
+// scalar ISA).
 std::vector<float> run_matmul(const Problem& p, ThreadPool& pool, int64_t y_stride) {
   std::vector<float> y(y_stride * p.shape.n_tokens, -12345.0f);
   WeightView w{p.type, p.w.data(), p.shape.n_in, p.shape.n_out};
+  PackedWeights packed;
+  WeightView* pw = &w;
+  packed.pack(&pw, 1, pool);
+  EXPECT_EQ(w.packed != nullptr, cpu::active_isa() != Isa::kScalar);
   matmul(w, p.x.data(), p.x_stride, p.shape.n_tokens, y.data(), y_stride, pool);
   return y;
 }
@@ -190,6 +199,48 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulIsaTest,
                                            DType::kQ5_K, DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// Random awkward shapes (any number of blocks, row counts that are not
+// multiples of 16, 1..20 tokens, 1..3 threads) on every ISA against the
+// scalar path (quantized: the same integer algorithm) and the reference.
+TEST(MatmulIsa, RandomShapesEveryIsa) {
+  constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                              DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const uint32_t seed = 20240613;
+  std::printf("[ seed ] %u\n", seed);
+  std::mt19937 rng(seed);
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  for (int c = 0; c < 40; ++c) {
+    const DType type = kTypes[rng() % std::size(kTypes)];
+    const int64_t bs = dtype_block_size(type);
+    const int64_t n_in = bs == 1 ? 1 + rng() % 300 : bs * (1 + rng() % (bs == 256 ? 4 : 12));
+    const Shape s{n_in, 1 + static_cast<int64_t>(rng() % 90), 1 + static_cast<int64_t>(rng() % 20)};
+    ThreadPool& pool = pools[rng() % 3];
+    const uint32_t case_seed = static_cast<uint32_t>(rng());
+    SCOPED_TRACE(::testing::Message() << "case " << c << ": " << dtype_name(type) << " n_in=" << s.n_in
+                                      << " n_out=" << s.n_out << " n_tokens=" << s.n_tokens
+                                      << " threads=" << pool.num_threads() << " seed=" << case_seed);
+    const Problem p = make_problem(type, s, case_seed);
+    const int64_t y_stride = s.n_out + 1;
+    cpu::set_active_isa(Isa::kScalar);
+    const std::vector<float> y_scalar = run_matmul(p, pool, y_stride);
+    for (Isa isa : cpu::supported_isas()) {
+      SCOPED_TRACE(cpu::isa_name(isa).data());
+      cpu::set_active_isa(isa);
+      const std::vector<float> y = run_matmul(p, pool, y_stride);
+      Worst vs;
+      for (int64_t t = 0; t < s.n_tokens; ++t) {
+        for (int64_t r = 0; r < s.n_out; ++r) {
+          const double tol = is_float(type) ? 2 * ref_tolerance(p, t, r) : same_algo_tolerance(p, t, r);
+          vs.add(y[t * y_stride + r], y_scalar[t * y_stride + r], tol, t, r);
+        }
+        ASSERT_EQ(y[t * y_stride + s.n_out], -12345.0f) << "padding written";
+      }
+      EXPECT_TRUE(vs.ok()) << describe("vs scalar path", vs);
+    }
+  }
+  cpu::set_active_isa(cpu::best_isa());
+}
+
 TEST(MatmulIsa, DotF32EveryIsa) {
   std::mt19937 rng(77);
   std::normal_distribution<float> nd;
@@ -211,18 +262,46 @@ TEST(MatmulIsa, DotF32EveryIsa) {
   cpu::set_active_isa(cpu::best_isa());
 }
 
-TEST(MatmulIsa, DispatchNamesAndSupport) {
-  EXPECT_EQ(cpu::isa_from_name("avx2"), Isa::kAvx2);
-  EXPECT_EQ(cpu::isa_from_name("avx512"), Isa::kAvx512);
-  EXPECT_EQ(cpu::isa_from_name("scalar"), Isa::kScalar);
-  EXPECT_FALSE(cpu::isa_from_name("neon").has_value());
+// PAGODA_ISA's parsing (isa_from_env), and every supported ISA's table is
+// complete and its own: a kernel left unregistered, or an ISA silently
+// served by another's table, fails here.
+TEST(MatmulIsa, DispatchHonorsRequestAndTablesAreComplete) {
+  const Isa best = cpu::best_isa();
+  EXPECT_EQ(cpu::isa_from_env(nullptr), best);
+  EXPECT_EQ(cpu::isa_from_env(""), best);
+  EXPECT_EQ(cpu::isa_from_env("neon"), best);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    EXPECT_EQ(cpu::isa_from_env(cpu::isa_name(isa).data()), cpu::isa_supported(isa) ? isa : best);
   const auto isas = cpu::supported_isas();
   ASSERT_FALSE(isas.empty());
   EXPECT_EQ(isas.front(), Isa::kScalar);
-  EXPECT_EQ(isas.back(), cpu::best_isa());
+  EXPECT_EQ(isas.back(), best);
+  const cpu::IsaKernels& scalar = cpu::kernels_for(Isa::kScalar);
+  for (Isa isa : isas) {
+    SCOPED_TRACE(cpu::isa_name(isa).data());
+    cpu::set_active_isa(isa);
+    EXPECT_EQ(cpu::active_isa(), isa);
+    const cpu::IsaKernels& k = cpu::active_kernels();
+    EXPECT_EQ(&k, &cpu::kernels_for(isa));
+    EXPECT_TRUE(k.attention && k.dot_f32 && k.rms_norm && k.swiglu && k.add && k.quantize_q8_32 && k.quantize_q8_k);
+    for (int kind = 0; kind < cpu::kNumWKinds; ++kind) {
+      if (isa == Isa::kScalar) {
+        EXPECT_NE(k.rows[kind], nullptr) << "kind " << kind;
+        EXPECT_EQ(k.packed[kind], nullptr) << "kind " << kind;
+      } else {
+        EXPECT_NE(k.packed[kind], nullptr) << "kind " << kind;
+      }
+    }
+    if (isa != Isa::kScalar) {
+      EXPECT_NE(&k, &scalar);
+      EXPECT_NE(k.attention, scalar.attention);
+      EXPECT_NE(k.quantize_q8_32, scalar.quantize_q8_32);
+    }
+  }
+  cpu::set_active_isa(best);
   std::printf("[ isa ] supported:");
   for (Isa isa : isas) std::printf(" %s", cpu::isa_name(isa).data());
-  std::printf(" (active %s)\n", cpu::isa_name(cpu::active_isa()).data());
+  std::printf(" (best %s)\n", cpu::isa_name(best).data());
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 namespace pagoda {
 namespace {
 
-using testing_util::shared_tokenizer;
 
 bool is_complete_utf8(const std::string& s) {
   for (const tok::CodeUnit& u : tok::decode_utf8(s)) {
@@ -26,8 +25,7 @@ int32_t byte_token(const Tokenizer& t, uint8_t b) {
 }
 
 TEST(StreamDecoder, HoldsBackMultibyteCharactersFedBytewise) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-llama-spm.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-llama-spm.gguf");
   StreamDecoder dec(*t);
   const std::string text = "a\xF0\x9F\xA6\x99" "b\xE2\x82\xAC\xC3\xA9";  // a🦙b€é
   std::string all;
@@ -43,8 +41,7 @@ TEST(StreamDecoder, HoldsBackMultibyteCharactersFedBytewise) {
 }
 
 TEST(StreamDecoder, EmitsAsSoonAsCharacterCompletes) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-llama-spm.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-llama-spm.gguf");
   StreamDecoder dec(*t);
   EXPECT_EQ(dec.push(byte_token(*t, 0xE2)), "");
   EXPECT_EQ(dec.push(byte_token(*t, 0x82)), "");
@@ -53,8 +50,7 @@ TEST(StreamDecoder, EmitsAsSoonAsCharacterCompletes) {
 }
 
 TEST(StreamDecoder, InvalidBytesBecomeReplacementCharacter) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-llama-spm.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-llama-spm.gguf");
   StreamDecoder dec(*t);
   // A lone continuation byte can never become valid: replaced at once.
   EXPECT_EQ(dec.push(byte_token(*t, 0x80)), "\xEF\xBF\xBD");
@@ -75,8 +71,7 @@ TEST(StreamDecoder, RandomStreamsMatchConcatenation) {
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (const char* name : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf"}) {
-    const Tokenizer* t = shared_tokenizer(name);
-    ASSERT_NE(t, nullptr);
+    PAGODA_SHARED_TOKENIZER(t, name);
     for (int iter = 0; iter < 50; ++iter) {
       StreamDecoder dec(*t);
       std::string raw, streamed;
@@ -95,8 +90,7 @@ TEST(StreamDecoder, RandomStreamsMatchConcatenation) {
 }
 
 TEST(StreamDecoder, GptTwoByteTokensOfEmoji) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-gpt-2.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-gpt-2.gguf");
   const std::string emoji = "\xF0\x9F\xA6\x99";
   const std::vector<int32_t> ids = t->encode(" this is " + emoji, false, false);
   StreamDecoder dec(*t);

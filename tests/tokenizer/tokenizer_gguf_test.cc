@@ -10,12 +10,10 @@
 namespace pagoda {
 namespace {
 
-using testing_util::shared_tokenizer;
 using Ids = std::vector<int32_t>;
 
 TEST(Stories260K, PromptsMatchLlama2cReference) {
-  const Tokenizer* t = shared_tokenizer("models/stories260K.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "models/stories260K.gguf");
   EXPECT_EQ(t->vocab_size(), 512);
   EXPECT_TRUE(t->is_spm());
   EXPECT_TRUE(t->add_bos());
@@ -31,8 +29,7 @@ TEST(Stories260K, PromptsMatchLlama2cReference) {
 }
 
 TEST(SpecialTokens, Phi3ParsesControlTokensOnlyWhenAsked) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-phi-3.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-phi-3.gguf");
   const int32_t user = t->token_id("<|user|>");
   const int32_t end = t->token_id("<|end|>");
   ASSERT_EQ(user, 32010);
@@ -62,8 +59,7 @@ TEST(SpecialTokens, Phi3ParsesControlTokensOnlyWhenAsked) {
 }
 
 TEST(SpecialTokens, Gpt2EndOfText) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-gpt-2.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-gpt-2.gguf");
   EXPECT_EQ(t->encode("a<|endoftext|>b", false, true), (Ids{64, 50256, 65}));
   const Ids plain = t->encode("a<|endoftext|>b", false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), 50256), 0);
@@ -75,8 +71,7 @@ TEST(SpecialTokens, Gpt2EndOfText) {
 }
 
 TEST(SpecialTokens, DeepseekAddsBosFromFlag) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-deepseek-llm.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-deepseek-llm.gguf");
   EXPECT_TRUE(t->add_bos());
   const Ids ids = t->encode("Hello", true, false);
   ASSERT_EQ(ids.size(), 2u);
@@ -86,8 +81,7 @@ TEST(SpecialTokens, DeepseekAddsBosFromFlag) {
 }
 
 TEST(SpecialTokens, StarcoderFimTokens) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-starcoder.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-starcoder.gguf");
   const Ids ids = t->encode("<fim_prefix>def f():<fim_suffix>", false, true);
   ASSERT_GE(ids.size(), 3u);
   EXPECT_EQ(ids.front(), 1);
@@ -97,8 +91,7 @@ TEST(SpecialTokens, StarcoderFimTokens) {
 }
 
 TEST(Decode, SpmStripsOneLeadingSpaceAfterBos) {
-  const Tokenizer* t = shared_tokenizer("vocab/ggml-vocab-llama-spm.gguf");
-  ASSERT_NE(t, nullptr);
+  PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-llama-spm.gguf");
   const Ids with_bos = t->encode("Hello world", true, false);
   EXPECT_EQ(with_bos, (Ids{1, 15043, 3186}));
   EXPECT_EQ(t->decode(with_bos), "Hello world");
@@ -126,8 +119,7 @@ TEST(RoundTrip, RandomStringsAllVocabs) {
   for (const char* name : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
                            "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-starcoder.gguf",
                            "vocab/ggml-vocab-deepseek-llm.gguf"}) {
-    const Tokenizer* t = shared_tokenizer(name);
-    ASSERT_NE(t, nullptr);
+    PAGODA_SHARED_TOKENIZER(t, name);
     for (int iter = 0; iter < 60; ++iter) {
       std::string s;
       const int n = 1 + static_cast<int>(rng() % 12);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../shared_files.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,6 +73,7 @@ class VocabVectors : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(VocabVectors, AllVectorsMatchAndRoundTrip) {
   const std::string name = GetParam();
+  PAGODA_SKIP_WITHOUT_SHARED("vocab/" + name);
   const auto inputs = read_inputs(kVocabDir + name + ".inp");
   const auto outputs = read_outputs(kVocabDir + name + ".out");
   ASSERT_GT(inputs.size(), 40u);

@@ -25,25 +25,8 @@ bool host_has(Isa isa) {
   }
 }
 
-Isa initial_isa() {
-  Isa isa = best_isa();
-  if (const char* env = std::getenv("PAGODA_ISA"); env != nullptr && *env != '\0') {
-    const auto forced = isa_from_name(env);
-    if (!forced) {
-      std::fprintf(stderr, "pagoda: unknown PAGODA_ISA=%s (scalar|avx2|avx512); using %s\n", env,
-                   isa_name(isa).data());
-    } else if (!isa_supported(*forced)) {
-      std::fprintf(stderr, "pagoda: PAGODA_ISA=%s not supported on this CPU; using %s\n", env,
-                   isa_name(isa).data());
-    } else {
-      isa = *forced;
-    }
-  }
-  return isa;
-}
-
 Isa& active_slot() {
-  static Isa isa = initial_isa();
+  static Isa isa = isa_from_env(std::getenv("PAGODA_ISA"));
   return isa;
 }
 
@@ -77,6 +60,23 @@ Isa best_isa() {
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kScalar;
+}
+
+Isa isa_from_env(const char* value) {
+  const Isa best = best_isa();
+  if (value == nullptr || *value == '\0') return best;
+  const auto forced = isa_from_name(value);
+  if (!forced) {
+    std::fprintf(stderr, "pagoda: unknown PAGODA_ISA=%s (scalar|avx2|avx512); using %s\n", value,
+                 isa_name(best).data());
+    return best;
+  }
+  if (!isa_supported(*forced)) {
+    std::fprintf(stderr, "pagoda: PAGODA_ISA=%s not supported on this CPU; using %s\n", value,
+                 isa_name(best).data());
+    return best;
+  }
+  return *forced;
 }
 
 Isa active_isa() { return active_slot(); }

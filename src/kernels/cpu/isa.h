@@ -21,6 +21,11 @@ bool isa_supported(Isa isa);
 std::vector<Isa> supported_isas();
 Isa best_isa();
 
+// The ISA a PAGODA_ISA value asks for: that ISA if it is known and
+// supported, else best_isa() (with a warning on stderr); null or empty:
+// best_isa().
+Isa isa_from_env(const char* value);
+
 // The path matmul() uses now.
 Isa active_isa();
 // Switches the path (tests, benchmarks). isa must be supported. Not

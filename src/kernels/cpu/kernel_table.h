@@ -1,11 +1,14 @@
-// The interface every ISA variant of the matmul kernels implements, and the
-// on-the-fly activation formats the integer kernels consume.
+// The run-time kernel table: what every ISA variant implements (matmul
+// kernels, paged attention, layer ops, activation quantizers), and the
+// on-the-fly activation formats the integer matmul kernels consume.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/ids.h"
+#include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
 
 namespace pagoda::kernels::cpu {
@@ -25,19 +28,8 @@ struct ActQ8 {
   const float* d = nullptr;        // [n_tokens][n_in / block]
   const float* s = nullptr;        // Q8_32: [n_tokens][n_in / 32], d * sum(q)
   const int16_t* bsums = nullptr;  // Q8_K: [n_tokens][n_in / 16], sum(q)
-  // Q8_32, optional (AVX-512 path): per pair of blocks (a, b) the lane-wise
-  // scales [d_a x8, d_b x8] and [s_a/8 x8, s_b/8 x8]; [n_tokens][nb/2][16].
-  const float* d16 = nullptr;
-  const float* s16 = nullptr;
   const int32_t* qsum = nullptr;   // Q8_32: [n_tokens][n_in / 32], sum(q)
 };
-
-// Fills d16/s16 (see ActQ8) of one token from its d and s (nb blocks).
-void expand_act_pairs(const float* d, const float* s, int64_t nb, float* d16, float* s16);
-
-// Scalar quantizers shared by every ISA so all paths see identical inputs.
-void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, float* s, int32_t* qsum);
-void quantize_act_q8_k(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
 
 struct MatmulArgs {
   const uint8_t* w = nullptr;  // row r at w + r * row_bytes
@@ -45,6 +37,7 @@ struct MatmulArgs {
   const uint8_t* wp = nullptr;  // packed copy (cpu/pack.h): group g at wp + g * group_bytes
   size_t group_bytes = 0;
   int64_t n_in = 0;
+  int64_t n_out = 0;  // rows of W (and of y): the packed copy pads the last group
   const float* x = nullptr;  // float activations (F32/F16/BF16 weights)
   int64_t x_stride = 0;
   ActQ8 act;  // quantized activations (integer kernels)
@@ -53,24 +46,8 @@ struct MatmulArgs {
   int64_t y_stride = 0;
 };
 
-// Pointers to T tokens' Q8_K activations (from token t0): int8 values,
-// per-256 scales and per-16 sums. Shared by the row and packed K-quant tiles.
-template <int T>
-struct KActs {
-  const int8_t* xq[T];
-  const float* xd[T];
-  const int16_t* bs[T];
-  KActs(const MatmulArgs& a, int64_t t0) {
-    for (int t = 0; t < T; ++t) {
-      xq[t] = a.act.qs + (t0 + t) * a.n_in;
-      xd[t] = a.act.d + (t0 + t) * (a.n_in / kActBlockK);
-      bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
-    }
-  }
-};
-
 // Computes y[t][r] for r in [r0, r1) and every token. Packed kernels read
-// args.wp and need r0, r1 multiples of 16.
+// args.wp and need r0 a multiple of 16 and r1 a multiple of 16 or n_out.
 using RowsFn = void (*)(const MatmulArgs& args, int64_t r0, int64_t r1);
 
 enum class WKind { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kCount };
@@ -80,16 +57,54 @@ constexpr int kNumWKinds = static_cast<int>(WKind::kCount);
 int wkind_of(DType type);
 ActFormat act_format_of(WKind kind);
 
+// kernels::paged_attention's arguments (kernels/attention.h has the contract).
+struct AttentionArgs {
+  PagedKVView kv;
+  const BlockId* block_table = nullptr;
+  int32_t kv_len = 0;
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const int32_t* q_pos = nullptr;
+  int32_t n_q = 0;
+  int32_t n_heads = 0;
+  float scale = 1.0f;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int32_t kv_head_begin = 0, kv_head_end = 0;
+  float* scratch = nullptr;  // paged_attention_scratch_floats(...) floats
+};
+using AttentionFn = void (*)(const AttentionArgs& args);
+
+// Paged attention tiling (cpu/attention_inl.h), which sizes its scratch:
+// keys per tile (a tile's K and V rows, 2 x 32 x head_dim floats, stay in
+// L1 while every query row of the group uses them), and query rows (query x
+// head of a GQA group) per pass over the keys.
+constexpr int32_t kAttnKeyTile = 32;
+constexpr int32_t kAttnRowTarget = 64;
+// Query rows of one pass: min(n_q * n_heads, max(kAttnRowTarget, n_heads)).
+int32_t attention_max_rows(int32_t n_q, int32_t n_heads);
+
 struct IsaKernels {
+  // The row layout: only the scalar ISA has these (cpu/matmul_scalar.cc, the
+  // integer reference), used by every ISA for weights without a packed copy.
   RowsFn rows[kNumWKinds] = {};
   RowsFn packed[kNumWKinds] = {};  // kernels over the layouts of cpu/pack.h
-  bool wants_pair_scales = false;  // needs ActQ8::d16 / s16
+  AttentionFn attention = nullptr;
+  // Layer ops (kernels/ops.h has the contracts) and the activation
+  // quantizers: one row of n floats (n a multiple of the block) to Q8_32 /
+  // Q8_K (ActQ8), the same bits on every ISA.
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+  void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps) = nullptr;
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+  void (*add)(float* a, const float* b, int64_t n) = nullptr;
+  void (*quantize_q8_32)(const float* x, int64_t n, int8_t* qs, float* d, float* s, int32_t* qsum) = nullptr;
+  void (*quantize_q8_k)(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums) = nullptr;
 };
 
 const IsaKernels& kernels_scalar();
-const IsaKernels& kernels_avx2();    // only call if isa_supported(kAvx2)
-const IsaKernels& kernels_avx512();  // only call if isa_supported(kAvx512)
+// CHECKs isa_supported(isa).
 const IsaKernels& kernels_for(Isa isa);
+// kernels_for(active_isa()).
+const IsaKernels& active_kernels();
 
 }  // namespace pagoda::kernels::cpu

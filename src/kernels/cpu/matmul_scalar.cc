@@ -7,6 +7,7 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/register.h"
 #include "kernels/ref/blocks.h"
 
 namespace pagoda::kernels::cpu {
@@ -189,14 +190,9 @@ float dot_f32_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot
 float dot_f16_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_f16); }
 float dot_bf16_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_bf16); }
 
-float dot_f32_scalar(const float* a, const float* b, int64_t n) {
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+}  // namespace
 
-IsaKernels make_table() {
-  IsaKernels k;
+void register_matmul_scalar(IsaKernels& k) {
   auto set = [&](WKind kind, RowsFn fn) { k.rows[static_cast<int>(kind)] = fn; };
   set(WKind::kF32, rows<dot_f32_row>);
   set(WKind::kF16, rows<dot_f16_row>);
@@ -209,15 +205,6 @@ IsaKernels make_table() {
   set(WKind::kQ4_K, rows<dot_k45<BlockQ4_K>>);
   set(WKind::kQ5_K, rows<dot_k45<BlockQ5_K>>);
   set(WKind::kQ6_K, rows<dot_q6_k>);
-  k.dot_f32 = dot_f32_scalar;
-  return k;
-}
-
-}  // namespace
-
-const IsaKernels& kernels_scalar() {
-  static const IsaKernels k = make_table();
-  return k;
 }
 
 }  // namespace pagoda::kernels::cpu

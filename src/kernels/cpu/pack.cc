@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/ref/blocks.h"
@@ -184,13 +185,18 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
   }
 }
 
-void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t g0, int64_t g1,
-                 uint8_t* out) {
+void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_rows, int64_t g0,
+                 int64_t g1, uint8_t* out) {
   PAGODA_CHECK(packable(kind));
   const size_t gb = packed_group_bytes(kind, n_in);
+  std::vector<uint8_t> zero_row;
+  if (g1 * kPackRows > n_rows) zero_row.assign(row_bytes, 0);  // zero scales: the padding rows are 0
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* rows[kPackRows];
-    for (int r = 0; r < kPackRows; ++r) rows[r] = w + (g * kPackRows + r) * row_bytes;
+    for (int r = 0; r < kPackRows; ++r) {
+      const int64_t row = g * kPackRows + r;
+      rows[r] = row < n_rows ? w + row * row_bytes : zero_row.data();
+    }
     uint8_t* dst = out + (g - g0) * gb;
     switch (kind) {
       case WKind::kQ4_0: pack_group_legacy<ref::BlockQ4_0, false, false>(rows, n_in / 32, dst); break;

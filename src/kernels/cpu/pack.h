@@ -3,7 +3,9 @@
 // the same input positions of 16 output rows, and a broadcast activation
 // feeds 16 rows per instruction (no horizontal sums, no per-row scale
 // shuffles). Packing is scalar and ISA-independent; the kernels that read
-// these layouts live in packed_avx512.cc.
+// these layouts are cpu/packed_tiles_inl.h. A matrix whose row count is not
+// a multiple of 16 gets a last group padded with zero rows, so every row of
+// every matrix goes through the packed kernels.
 //
 // Group layouts (g = a group of 16 rows, nb = n_in / 32 blocks):
 //   Q4_0: quants [nb][4][16 rows][4 bytes], byte j of row r in vector i holds
@@ -40,6 +42,11 @@
 namespace pagoda::kernels::cpu {
 
 constexpr int kPackRows = 16;
+// The L2 tuning of the packed prefill: a chunk of groups of about this many
+// bytes stays in L2 while every tile of tokens sweeps it (the int8
+// activations and their scales share L2 with it). 384 KiB measured best on
+// 1-2 MiB L2 (bench/kernels/matmul_bench.cc prefill128).
+constexpr int64_t kPackChunkBytes = 384 * 1024;
 // Q4_K group layout offsets (bytes, per super-block).
 constexpr int kPackQ4KQuants = 2048;
 constexpr int kPackQ4KMeta = 320;  // d 32, dmin 32, scales 128, mins 128
@@ -54,9 +61,10 @@ bool packable(WKind kind);
 // Bytes of one packed group of 16 rows of n_in elements.
 size_t packed_group_bytes(WKind kind, int64_t n_in);
 
-// Packs rows [16 * g0, 16 * g1) of w (row r at w + r * row_bytes) into out
-// (group g at out + (g - g0) * packed_group_bytes).
-void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t g0, int64_t g1,
-                 uint8_t* out);
+// Packs the groups [g0, g1) of the n_rows rows of w (row r at w + r *
+// row_bytes) into out (group g at out + (g - g0) * packed_group_bytes);
+// rows from n_rows on are zeros.
+void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_rows, int64_t g0,
+                 int64_t g1, uint8_t* out);
 
 }  // namespace pagoda::kernels::cpu

@@ -1,18 +1,44 @@
 // The kernels over the row-interleaved layouts of cpu/pack.h, written once
-// over a vector-ops struct V that each ISA translation unit defines before
-// textually including this file inside its anonymous namespace:
-//   VI / VF: 16 rows of int32 (4 packed inputs each) / 16 floats;
-//   load_i(p) (64 bytes), set1_i8, set1_i32, zero_i, and_i, or_i,
-//   srli16 / slli16 (16-bit lanes), dot_u8s8(acc, w, x) (sum of 4 u8 x s8
-//   products per lane, w <= 63), dot_q8 and kQ8Offset (Q8_0 stored as
-//   q + 128), dot_s16 (pairs of i16), u8x32_to_i16, u8x16_to_f,
-//   i8x16_to_f, i8x16_to_i32, u8x16_to_i32, add_i32, mullo_i32, half16_to_f,
-//   bf16x16_to_f, load_f, cvt_i_f, zero_f,
-//   set1_f, mul, fmadd, fnmadd, store_f.
+// over the vector vocabulary V (cpu/simd_scalar.h lists it; the packed
+// integer dots come from cpu/simd_avx512.h and cpu/simd_avx2.h). Each ISA
+// translation unit binds `using V = <isa>::V;` and textually includes this
+// file inside its anonymous namespace.
 // A broadcast activation dword (or float) feeds all 16 rows of a group at
 // once, so a register tile of RG groups x T tokens reuses every weight
 // vector T times and every activation RG times; outputs of 16 rows are
 // stored as one vector.
+
+using VI = V::I;
+using VF = V::F;
+static_assert(V::kLanes == kPackRows, "one vector holds a group of rows");
+
+// Rows 16g..16g+15 of token t's outputs; a last group that ends past
+// n_out (its padding rows) stores only the real rows.
+inline void store_group(const MatmulArgs& a, int64_t t, int64_t g, VF v) {
+  float* y = a.y + t * a.y_stride + kPackRows * g;
+  const int64_t rows = a.n_out - kPackRows * g;
+  if (rows >= kPackRows) {
+    V::store_f(y, v);
+  } else {
+    V::store_f_part(y, v, static_cast<int>(rows));
+  }
+}
+
+// Pointers to T tokens' Q8_K activations (from token t0): int8 values,
+// per-256 scales and per-16 sums.
+template <int T>
+struct KActs {
+  const int8_t* xq[T];
+  const float* xd[T];
+  const int16_t* bs[T];
+  KActs(const MatmulArgs& a, int64_t t0) {
+    for (int t = 0; t < T; ++t) {
+      xq[t] = a.act.qs + (t0 + t) * a.n_in;
+      xd[t] = a.act.d + (t0 + t) * (a.n_in / kActBlockK);
+      bs[t] = a.act.bsums + (t0 + t) * (a.n_in / kActSumGroup);
+    }
+  }
+};
 
 // Sets every entry of a register tile.
 template <class X, int RG, int T>
@@ -116,7 +142,7 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     }
     VF dw[RG];
     for (int r = 0; r < RG; ++r)
-      dw[r] = V::half16_to_f(sc[r] + 32 * b);
+      dw[r] = V::load_f16(sc[r] + 32 * b);
     for (int t = 0; t < T; ++t) {
       const VF dx = V::set1_f(xd[t][b]);
       for (int r = 0; r < RG; ++r)
@@ -124,13 +150,13 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     }
     if constexpr (P::kMin) {
       for (int r = 0; r < RG; ++r) {
-        const VF mv = V::half16_to_f(sc[r] + nb * 32 + 32 * b);
+        const VF mv = V::load_f16(sc[r] + nb * 32 + 32 * b);
         for (int t = 0; t < T; ++t) acc[r][t] = V::fmadd(mv, V::set1_f(xsf[t][b]), acc[r][t]);
       }
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
@@ -179,7 +205,7 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
     for (int r = 0; r < RG; ++r) {
-      const VF dv = V::half16_to_f(meta[r] + b * kPackQ4KMeta);
+      const VF dv = V::load_f16(meta[r] + b * kPackQ4KMeta);
       for (int t = 0; t < T; ++t)
         acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
     }
@@ -198,14 +224,14 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
     for (int r = 0; r < RG; ++r) {
-      const VF dmin = V::half16_to_f(meta[r] + b * kPackQ4KMeta + 32);
+      const VF dmin = V::load_f16(meta[r] + b * kPackQ4KMeta + 32);
       for (int t = 0; t < T; ++t)
         acc[r][t] = V::fnmadd(V::cvt_i_f(ms[r][t]), V::mul(dmin, V::set1_f(xd[t][b])),
                                      acc[r][t]);
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
 // The 2-bit high parts of k-step i (0..3) moved to bits 4..5 of each byte.
@@ -277,13 +303,13 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
     for (int r = 0; r < RG; ++r) {
-      const VF dv = V::half16_to_f(meta[r] + b * kPackQ6KMeta + 256);
+      const VF dv = V::load_f16(meta[r] + b * kPackQ6KMeta + 256);
       for (int t = 0; t < T; ++t)
         acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
 struct LdF32 {
@@ -292,11 +318,11 @@ struct LdF32 {
 };
 struct LdF16 {
   static constexpr int kBytes = 2;
-  static VF load(const uint8_t* p) { return V::half16_to_f(p); }
+  static VF load(const uint8_t* p) { return V::load_f16(p); }
 };
 struct LdBF16 {
   static constexpr int kBytes = 2;
-  static VF load(const uint8_t* p) { return V::bf16x16_to_f(p); }
+  static VF load(const uint8_t* p) { return V::load_bf16(p); }
 };
 
 template <class L, int RG, int T>
@@ -317,7 +343,7 @@ void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) V::store_f(a.y + (t0 + t) * a.y_stride + 16 * (g + r), acc[r][t]);
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
 using GroupTile = void (*)(const MatmulArgs&, int64_t g, int64_t t0);
@@ -337,11 +363,13 @@ struct TileSet {
   static constexpr auto single = make(std::make_index_sequence<T>{}, std::integral_constant<int, 1>{});
 };
 
-// Decode: RGd groups at a time (independent accumulation chains). Prefill:
-// a chunk of groups sized to stay in L2 is swept by every tile of T tokens.
+// Rows [r0, r1): r0 a multiple of 16, r1 too or n_out (the last group's
+// padding rows are computed, not stored). Decode: RGd groups at a time
+// (independent accumulation chains). Prefill: a chunk of groups sized to
+// stay in L2 (kPackChunkBytes) is swept by every tile of T tokens.
 template <template <int, int> class K, int RG, int T, int RGd>
 void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
-  const int64_t g0 = r0 / kPackRows, g1 = r1 / kPackRows;
+  const int64_t g0 = r0 / kPackRows, g1 = (r1 + kPackRows - 1) / kPackRows;
   if (a.n_tokens == 1) {
     int64_t g = g0;
     for (; g + RGd <= g1; g += RGd) K<RGd, 1>::run(a, g, 0);
@@ -349,8 +377,7 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
     return;
   }
   using Set = TileSet<K, RG, T>;
-  constexpr int64_t kChunkBytes = 384 * 1024;
-  const int64_t chunk = std::max<int64_t>(RG, kChunkBytes / static_cast<int64_t>(a.group_bytes) / RG * RG);
+  const int64_t chunk = std::max<int64_t>(RG, kPackChunkBytes / static_cast<int64_t>(a.group_bytes) / RG * RG);
   for (int64_t gc = g0; gc < g1; gc += chunk) {
     const int64_t ge = std::min(g1, gc + chunk);
     for (int64_t t = 0; t < a.n_tokens; t += T) {

@@ -9,7 +9,7 @@
 
 namespace pagoda::ref {
 
-void paged_attention(const kernels::PagedKVView& kv, const int32_t* block_table, int32_t kv_len, const float* q,
+void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
                      int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end) {
   PAGODA_CHECK(kv.num_kv_heads > 0 && n_heads % kv.num_kv_heads == 0);
@@ -18,7 +18,7 @@ void paged_attention(const kernels::PagedKVView& kv, const int32_t* block_table,
   const int32_t hd = kv.head_dim;
   const int32_t bs = kv.block_size;
   auto key_offset = [&](int32_t kvh, int32_t j) {
-    return static_cast<size_t>(block_table[j / bs]) * kv.block_stride +
+    return static_cast<size_t>(block_table[j / bs].value) * kv.block_stride +
            (static_cast<size_t>(kvh) * bs + j % bs) * hd;
   };
   auto at = [&](const void* base, size_t i) -> double {

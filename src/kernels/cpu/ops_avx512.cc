@@ -1,0 +1,27 @@
+// AVX-512 instantiation of the layer ops and activation quantizers
+// (cpu/ops_inl.h). Built with the AVX-512 flags (top-level CMakeLists.txt);
+// only reached when isa_supported(kAvx512).
+#if defined(__x86_64__)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/register.h"
+#include "kernels/cpu/simd_avx512.h"
+
+namespace pagoda::kernels::cpu {
+namespace {
+
+using V = avx512::V;
+
+// clang-format off
+#include "kernels/cpu/ops_inl.h"
+// clang-format on
+
+}  // namespace
+
+void register_ops_avx512(IsaKernels& k) { register_ops(k); }
+
+}  // namespace pagoda::kernels::cpu
+#endif  // __x86_64__

@@ -1,0 +1,125 @@
+// The element-wise and row-wise layer ops and the activation quantizers,
+// written once over the vector vocabulary V (cpu/simd_scalar.h);
+// cpu/ops_<isa>.cc binds V, textually includes this file inside its
+// anonymous namespace and registers them with register_ops().
+//
+// The quantizers give the same bits on every ISA (max |x|, one multiply,
+// clamp, round to nearest even, integer sums), so every matmul path sees
+// identical activations (tests/kernels/ops_isa_test.cc checks it).
+
+using VF = V::F;
+constexpr int64_t kW = V::kLanes;
+
+// The first n elements (0 <= n <= kW) of x, zeros after; stores likewise.
+inline VF load_n(const float* x, int64_t n) { return n == kW ? V::load_f(x) : V::load_f_part(x, static_cast<int>(n)); }
+inline void store_n(float* y, VF v, int64_t n) {
+  if (n == kW) {
+    V::store_f(y, v);
+  } else {
+    V::store_f_part(y, v, static_cast<int>(n));
+  }
+}
+
+float dot_f32_kernel(const float* a, const float* b, int64_t n) {
+  constexpr int kAcc = V::kAccF;
+  VF acc[kAcc];
+  for (auto& v : acc) v = V::zero_f();
+  int64_t i = 0;
+  for (; i + kAcc * kW <= n; i += kAcc * kW)
+    for (int u = 0; u < kAcc; ++u) acc[u] = V::fmadd(V::load_f(a + i + u * kW), V::load_f(b + i + u * kW), acc[u]);
+  for (; i < n; i += kW) {
+    const int64_t m = std::min(kW, n - i);
+    acc[0] = V::fmadd(load_n(a + i, m), load_n(b + i, m), acc[0]);
+  }
+  for (int u = 1; u < kAcc; ++u) acc[0] = V::add(acc[0], acc[u]);
+  return V::hsum(acc[0]);
+}
+
+// y = x / rms(x) * weight (y may alias x). The sum of squares in float,
+// kAccF x 16 partial sums.
+void rms_norm_kernel(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  constexpr int kAcc = V::kAccF;
+  VF acc[kAcc];
+  for (auto& v : acc) v = V::zero_f();
+  int64_t i = 0;
+  for (; i + kAcc * kW <= n; i += kAcc * kW)
+    for (int u = 0; u < kAcc; ++u) {
+      const VF v = V::load_f(x + i + u * kW);
+      acc[u] = V::fmadd(v, v, acc[u]);
+    }
+  for (; i < n; i += kW) {
+    const VF v = load_n(x + i, std::min(kW, n - i));
+    acc[0] = V::fmadd(v, v, acc[0]);
+  }
+  for (int u = 1; u < kAcc; ++u) acc[0] = V::add(acc[0], acc[u]);
+  const float inv = 1.0f / std::sqrt(V::hsum(acc[0]) / static_cast<float>(n) + eps);
+  const VF vinv = V::set1_f(inv);
+  for (i = 0; i < n; i += kW) {
+    const int64_t m = std::min(kW, n - i);
+    store_n(y + i, V::mul(V::mul(load_n(x + i, m), vinv), load_n(weight + i, m)), m);
+  }
+}
+
+// out = silu(gate) * up = gate / (1 + exp(-gate)) * up.
+void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  const VF one = V::set1_f(1.0f);
+  for (int64_t i = 0; i < n; i += kW) {
+    const int64_t m = std::min(kW, n - i);
+    const VF g = load_n(gate + i, m);
+    const VF e = V::exp(V::sub(V::zero_f(), g));
+    store_n(out + i, V::mul(V::div(g, V::add(one, e)), load_n(up + i, m)), m);
+  }
+}
+
+void add_kernel(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; i += kW) {
+    const int64_t m = std::min(kW, n - i);
+    store_n(a + i, V::add(load_n(a + i, m), load_n(b + i, m)), m);
+  }
+}
+
+// One block of kBlock floats to int8 with d = max|x| / 127; sums16[k] = sum
+// of q over elements 16k..16k+15. Returns d.
+template <int kBlock>
+float quantize_block(const float* x, int8_t* q, int32_t* sums16) {
+  VF m = V::zero_f();
+  for (int i = 0; i < kBlock; i += kW) m = V::max(m, V::abs(V::load_f(x + i)));
+  const float amax = V::hmax(m);
+  const float d = amax / 127.0f;
+  const VF id = V::set1_f(d > 0 ? 127.0f / amax : 0.0f);
+  const VF lo = V::set1_f(-127.0f), hi = V::set1_f(127.0f);
+  for (int i = 0; i < kBlock; i += kW) {
+    const auto qi = V::round_f_i(V::min(hi, V::max(lo, V::mul(V::load_f(x + i), id))));
+    V::store_i8(q + i, qi);
+    sums16[i / kW] = V::hsum_i32(qi);
+  }
+  return d;
+}
+
+void quantize_q8_32_kernel(const float* x, int64_t n, int8_t* qs, float* d, float* s, int32_t* qsum) {
+  static_assert(kActBlock32 == 2 * kW && kActSumGroup == kW);
+  for (int64_t b = 0; b < n / kActBlock32; ++b) {
+    int32_t sums[2];
+    d[b] = quantize_block<kActBlock32>(x + b * kActBlock32, qs + b * kActBlock32, sums);
+    qsum[b] = sums[0] + sums[1];
+    s[b] = d[b] * static_cast<float>(qsum[b]);
+  }
+}
+
+void quantize_q8_k_kernel(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums) {
+  constexpr int kGroups = kActBlockK / kActSumGroup;
+  for (int64_t b = 0; b < n / kActBlockK; ++b) {
+    int32_t sums[kGroups];
+    d[b] = quantize_block<kActBlockK>(x + b * kActBlockK, qs + b * kActBlockK, sums);
+    for (int g = 0; g < kGroups; ++g) bsums[b * kGroups + g] = static_cast<int16_t>(sums[g]);
+  }
+}
+
+void register_ops(IsaKernels& k) {
+  k.dot_f32 = dot_f32_kernel;
+  k.rms_norm = rms_norm_kernel;
+  k.swiglu = swiglu_kernel;
+  k.add = add_kernel;
+  k.quantize_q8_32 = quantize_q8_32_kernel;
+  k.quantize_q8_k = quantize_q8_k_kernel;
+}

@@ -1,0 +1,265 @@
+// ThreadPool: every thread runs each job exactly once, run() returns only
+// after all of them finished (their plain writes visible to the caller), and
+// parallel_for covers [0, n) with disjoint chunks of the documented shape, for
+// 1 thread, fewer items than threads, and many jobs back to back. Writes are
+// deliberately non-atomic so the TSan job flags any missing synchronization.
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace pagoda {
+namespace {
+
+using Chunks = std::vector<std::pair<int64_t, int64_t>>;
+
+// The chunks parallel_for handed out, sorted by begin.
+template <class Call>
+Chunks collect_chunks(Call call) {
+  std::mutex mu;
+  Chunks chunks;
+  call([&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(mu);
+    chunks.emplace_back(b, e);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  return chunks;
+}
+
+// Chunks are non-empty, contiguous and cover [0, n) exactly.
+void expect_partition(const Chunks& chunks, int64_t n) {
+  int64_t next = 0;
+  for (const auto& [b, e] : chunks) {
+    EXPECT_EQ(b, next) << "gap or overlap at " << b;
+    EXPECT_LT(b, e) << "empty chunk [" << b << ", " << e << ")";
+    next = e;
+  }
+  EXPECT_EQ(next, n);
+}
+
+TEST(ThreadPool, NumThreadsIsAtLeastOne) {
+  EXPECT_EQ(ThreadPool(0).num_threads(), 1);
+  EXPECT_EQ(ThreadPool(-3).num_threads(), 1);
+  EXPECT_EQ(ThreadPool(1).num_threads(), 1);
+  EXPECT_EQ(ThreadPool(5).num_threads(), 5);
+  EXPECT_GE(default_num_threads(), 1);
+}
+
+TEST(ThreadPool, RunCallsEveryThreadIndexOnceOnDistinctThreads) {
+  for (int num_threads : {1, 2, 3, 4, 8}) {
+    SCOPED_TRACE(num_threads);
+    ThreadPool pool(num_threads);
+    std::vector<int> calls(num_threads, 0);  // each slot written by one thread only
+    std::vector<std::thread::id> ids(num_threads);
+    std::vector<int> seen_count(num_threads, -1);
+    pool.run([&](int ti, int nt) {
+      ASSERT_GE(ti, 0);
+      ASSERT_LT(ti, num_threads);
+      ++calls[ti];
+      ids[ti] = std::this_thread::get_id();
+      seen_count[ti] = nt;
+    });
+    for (int i = 0; i < num_threads; ++i) {
+      EXPECT_EQ(calls[i], 1) << "thread index " << i;
+      EXPECT_EQ(seen_count[i], num_threads);
+    }
+    EXPECT_EQ(ids[0], std::this_thread::get_id()) << "the caller is worker 0";
+    EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), static_cast<size_t>(num_threads));
+  }
+}
+
+TEST(ThreadPool, RunReturnsOnlyAfterSlowWorkersFinish) {
+  ThreadPool pool(4);
+  std::vector<int> done(4, 0);
+  pool.run([&](int ti, int) {
+    // Workers finish well after the caller's own share.
+    if (ti != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * ti));
+    done[ti] = ti + 1;
+  });
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(done[i], i + 1) << "run() returned before thread " << i << " finished";
+}
+
+TEST(ThreadPool, ParallelForPartitionsTheRange) {
+  for (int num_threads : {1, 2, 3, 5, 8}) {
+    ThreadPool pool(num_threads);
+    for (int64_t n : {0, 1, 2, 3, 4, 7, 8, 9, 64, 1000, 1001}) {
+      SCOPED_TRACE(::testing::Message() << "threads " << num_threads << " n " << n);
+      const Chunks chunks = collect_chunks([&](auto fn) { pool.parallel_for(n, fn); });
+      expect_partition(chunks, n);
+      EXPECT_LE(chunks.size(), static_cast<size_t>(num_threads));
+      // One chunk per thread of ceil(n / threads) items (the last may be shorter).
+      const int64_t per_thread = (n + num_threads - 1) / num_threads;
+      for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+        EXPECT_EQ(chunks[i].second - chunks[i].first, per_thread);
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelForTouchesEveryItemExactlyOnce) {
+  ThreadPool pool(3);
+  std::vector<int> hits(10007, 0);  // plain ints: overlapping chunks would race
+  pool.parallel_for(static_cast<int64_t>(hits.size()), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i] += 1;
+  });
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "item " << i;
+}
+
+TEST(ThreadPool, AlignedParallelForKeepsBoundariesOnMultiples) {
+  for (int num_threads : {1, 2, 3, 4, 7}) {
+    ThreadPool pool(num_threads);
+    for (int64_t align : {1, 4, 16, 64}) {
+      for (int64_t n : {1, 5, 16, 63, 64, 65, 100, 257, 1024}) {
+        SCOPED_TRACE(::testing::Message() << "threads " << num_threads << " align " << align << " n " << n);
+        const Chunks chunks = collect_chunks([&](auto fn) { pool.parallel_for(n, align, fn); });
+        expect_partition(chunks, n);
+        EXPECT_LE(chunks.size(), static_cast<size_t>(num_threads));
+        const int64_t per_thread = (n + num_threads - 1) / num_threads;
+        const int64_t chunk = (per_thread + align - 1) / align * align;
+        for (size_t i = 0; i < chunks.size(); ++i) {
+          EXPECT_EQ(chunks[i].first % align, 0);
+          if (i + 1 < chunks.size()) {
+            EXPECT_EQ(chunks[i].second - chunks[i].first, chunk);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, SingleChunkRunsOnTheCallingThread) {
+  ThreadPool pool(4);
+  std::thread::id where;
+  int calls = 0;
+  // align larger than n: one chunk, run inline.
+  pool.parallel_for(10, 64, [&](int64_t b, int64_t e) {
+    where = std::this_thread::get_id();
+    ++calls;
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 10);
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(where, std::this_thread::get_id());
+}
+
+TEST(ThreadPool, OneThreadRunsEverythingInline) {
+  ThreadPool pool(1);
+  const auto self = std::this_thread::get_id();
+  int runs = 0;
+  pool.run([&](int ti, int nt) {
+    EXPECT_EQ(ti, 0);
+    EXPECT_EQ(nt, 1);
+    EXPECT_EQ(std::this_thread::get_id(), self);
+    ++runs;
+  });
+  EXPECT_EQ(runs, 1);
+  const Chunks chunks = collect_chunks([&](auto fn) { pool.parallel_for(100, fn); });
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0], std::make_pair(int64_t{0}, int64_t{100}));
+}
+
+TEST(ThreadPool, FewerItemsThanThreadsGetsNoEmptyChunks) {
+  ThreadPool pool(8);
+  for (int64_t n : {1, 2, 3, 7}) {
+    SCOPED_TRACE(n);
+    const Chunks chunks = collect_chunks([&](auto fn) { pool.parallel_for(n, fn); });
+    expect_partition(chunks, n);
+    EXPECT_EQ(chunks.size(), static_cast<size_t>(n));  // one item per chunk
+  }
+}
+
+TEST(ThreadPool, MoreWorkChunksThanThreadsThroughRun) {
+  // The usual pattern for more chunks than threads: thread ti takes chunks
+  // ti, ti + nt, ti + 2 nt, ...
+  ThreadPool pool(3);
+  constexpr int kNumChunks = 100;
+  std::vector<int> owner(kNumChunks, -1);
+  pool.run([&](int ti, int nt) {
+    for (int c = ti; c < kNumChunks; c += nt) owner[c] = ti;
+  });
+  for (int c = 0; c < kNumChunks; ++c) EXPECT_EQ(owner[c], c % 3) << "chunk " << c;
+}
+
+TEST(ThreadPool, ManyJobsBackToBack) {
+  // Decode issues thousands of tiny jobs; each must see its own data and
+  // finish before the next starts.
+  ThreadPool pool(3);
+  std::vector<int64_t> partial(3);
+  for (int iter = 0; iter < 1000; ++iter) {
+    const int64_t n = 1 + iter % 37;
+    std::fill(partial.begin(), partial.end(), 0);
+    pool.run([&](int ti, int nt) {
+      for (int64_t i = ti; i < n; i += nt) partial[ti] += i + iter;
+    });
+    int64_t sum = 0;
+    for (int64_t p : partial) sum += p;
+    ASSERT_EQ(sum, n * (n - 1) / 2 + n * iter) << "iteration " << iter;
+  }
+  // Alternating the two parallel_for overloads on the same pool.
+  std::vector<int> hits(1000);
+  for (int iter = 0; iter < 200; ++iter) {
+    auto fn = [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    };
+    if (iter % 2) {
+      pool.parallel_for(1000, fn);
+    } else {
+      pool.parallel_for(1000, 8, fn);
+    }
+  }
+  for (int h : hits) ASSERT_EQ(h, 200);
+}
+
+TEST(ThreadPool, NestedPoolsInsideAJob) {
+  // A job of one pool may drive another pool (e.g. the engine thread's pool
+  // inside a server worker); each outer thread owns its inner pool.
+  ThreadPool outer(2);
+  std::vector<std::vector<int>> hits(2, std::vector<int>(257, 0));
+  outer.run([&](int ti, int) {
+    ThreadPool inner(3);
+    for (int rep = 0; rep < 20; ++rep) {
+      inner.parallel_for(257, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++hits[ti][i];
+      });
+    }
+  });
+  for (const auto& h : hits) {
+    for (int v : h) ASSERT_EQ(v, 20);
+  }
+}
+
+TEST(ThreadPool, UsableFromAThreadOtherThanItsCreator) {
+  ThreadPool pool(3);
+  std::vector<int> hits(100, 0);
+  std::thread user([&] {
+    for (int rep = 0; rep < 50; ++rep) {
+      pool.parallel_for(100, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++hits[i];
+      });
+    }
+  });
+  user.join();
+  for (int h : hits) EXPECT_EQ(h, 50);
+}
+
+TEST(ThreadPool, ConstructAndDestroyWithoutHanging) {
+  // Idle workers (spinning or asleep) must notice the stop; a hang fails the
+  // ctest timeout.
+  for (int i = 0; i < 50; ++i) {
+    ThreadPool pool(1 + i % 4);
+    if (i % 2) pool.run([](int, int) {});
+    if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let workers block on the cv
+  }
+}
+
+}  // namespace
+}  // namespace pagoda

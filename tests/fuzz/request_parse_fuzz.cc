@@ -1,0 +1,95 @@
+// libFuzzer target: an HTTP request body goes through what the completion
+// routes do before the engine (src/server/completion_routes.cc): JSON parse,
+// parse_completion_request / parse_chat_request (never throw; an error is a
+// 400/422 with a message), restore_key_order, make_choice_specs, and the chat
+// messages through the fallback (ChatML) template. Never a crash, leak, hang
+// or uncaught exception; what an accepted request promises is checked.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/chat_renderer.h"
+#include "server/request_parse.h"
+
+namespace {
+
+using nlohmann::json;
+using pagoda::server::ApiError;
+using pagoda::server::GenerationParams;
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+void check_error(const ApiError& e) {
+  check(!e.message.empty());
+  check(e.http_status == 400 || e.http_status == 422);
+}
+
+void check_generation(const GenerationParams& g) {
+  check(g.n >= 1 && g.n <= pagoda::server::kMaxChoices);
+  if (g.max_tokens) check(*g.max_tokens >= 1 && *g.max_tokens <= pagoda::server::kMaxTokensLimit);
+  check(g.base.stop.size() <= static_cast<size_t>(pagoda::server::kMaxStopStrings));
+  for (const std::string& s : g.base.stop) check(!s.empty());
+  // The specs the routes make for a short prompt in a small context.
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  constexpr int32_t kMaxModelLen = 64;
+  auto specs = pagoda::server::make_choice_specs(g, prompt, 16, kMaxModelLen);
+  if (!specs.is_ok()) {
+    check(!specs.status().message().empty());
+    return;
+  }
+  check(specs->size() == static_cast<size_t>(g.n));
+  for (const auto& s : *specs) {
+    check(s.prompt == prompt);
+    check(s.max_tokens >= 1 && static_cast<int64_t>(prompt.size()) + s.max_tokens <= kMaxModelLen);
+  }
+}
+
+const pagoda::server::ChatRenderer& renderer() {
+  static const auto r = [] {
+    auto created = pagoda::server::ChatRenderer::create("", "<s>", "</s>");
+    check(created.is_ok());
+    return std::move(created).value();
+  }();
+  return *r;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  // parse_json_body: invalid JSON and non-objects are rejected before parsing.
+  const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) return 0;
+
+  pagoda::server::CompletionRequest completion;
+  if (auto e = pagoda::server::parse_completion_request(body, &completion)) {
+    check_error(*e);
+  } else {
+    check(!completion.prompts.empty());
+    for (const auto& p : completion.prompts) check(p.is_tokens ? !p.tokens.empty() : true);
+    check_generation(completion.gen);
+  }
+
+  pagoda::server::ChatRequest chat;
+  if (auto e = pagoda::server::parse_chat_request(body, &chat)) {
+    check_error(*e);
+    return 0;
+  }
+  check(chat.messages.is_array() && !chat.messages.empty());
+  for (const auto& m : chat.messages) {
+    check(m.is_object() && m.contains("role") && m.at("role").is_string());
+    check(m.contains("content") && m.at("content").is_string());
+  }
+  check_generation(chat.gen);
+  pagoda::server::restore_key_order(nlohmann::ordered_json::parse(text), &chat);
+  check(chat.messages.is_array());
+  auto prompt = renderer().render(chat.messages, chat.add_generation_prompt, chat.tools, chat.template_kwargs);
+  if (!prompt.is_ok()) check(!prompt.status().message().empty());
+  return 0;
+}
