@@ -43,4 +43,12 @@ CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -D
   -DPAGODA_BENCH=OFF -DPAGODA_WERROR=OFF "${launcher[@]}" >/dev/null
 ninja -C "$dir" -j"$jobs" "${targets[@]}"
 cd "$dir"
-ctest "${select[@]}" --output-on-failure -j"$jobs" --timeout 900 "$@"
+# ctest prints its summary before the label times and the failed tests;
+# repeat it so the job's output ends with it.
+set +e
+ctest "${select[@]}" --output-on-failure -j"$jobs" --timeout 900 "$@" 2>&1 | tee ctest.log
+status=${PIPESTATUS[0]}
+set -e
+echo "=== sanitize.sh $kind:"
+grep -E '^[0-9]+% tests passed' ctest.log | tail -1 || echo "ctest printed no summary (exit status $status)"
+exit "$status"

@@ -9,10 +9,12 @@ build="${BUILD_DIR:-$root/build-fuzz}"
 shared="${PAGODA_SHARED_DIR:-$root/../shared}"
 
 if [[ ! -f "$build/build.ninja" ]]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPAGODA_FUZZ=ON -DPAGODA_TESTS=OFF -DPAGODA_NATIVE=OFF
+    -DPAGODA_FUZZ=ON -DPAGODA_TESTS=OFF -DPAGODA_NATIVE=OFF "${launcher[@]}"
 fi
-ninja -C "$build" -j1 gguf_fuzz
+ninja -C "$build" -j"${FUZZ_JOBS:-2}" gguf_fuzz
 
 seeds="$build/gguf_seeds"
 corpus="$build/gguf_corpus"
