@@ -23,4 +23,4 @@ artifacts="$build/request_parse_artifacts"
 mkdir -p "$corpus" "$artifacts"
 "$build/request_parse_fuzz" "$corpus" "$here/request_parse_seeds" -dict="$here/request_parse.dict" \
   -max_total_time="$seconds" -max_len=4096 -timeout=10 -malloc_limit_mb=256 -artifact_prefix="$artifacts/" \
-  -print_final_stats=1
+  -print_final_stats=1 -print_funcs=0
