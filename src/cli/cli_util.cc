@@ -5,9 +5,20 @@
 #include "core/check.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 namespace pagoda::cli {
+
+bool read_text_file(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
 
 int parse_or_exit(CLI::App& app, int argc, char** argv) {
   try {

@@ -14,6 +14,9 @@ namespace pagoda::cli {
 // (0 for --help), otherwise returns -1 to continue.
 int parse_or_exit(CLI::App& app, int argc, char** argv);
 
+// Reads a whole file into *out; false if it cannot be opened.
+bool read_text_file(const std::string& path, std::string* out);
+
 // models/pagoda-small.gguf next to the binary's source tree or the cwd.
 std::string default_model_path();
 

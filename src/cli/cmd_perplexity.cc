@@ -4,8 +4,6 @@
 // scored (each position predicting the next token).
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,10 +40,8 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_flag("--json", json, "print a JSON object");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot read '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string text;
+  if (!read_text_file(path, &text)) return fail("cannot read '" + path + "'");
   auto file = gguf::GGUFFile::open(model);
   if (!file) return fail(file.status().message());
   auto lm = LlamaModel::load(**file);
@@ -55,7 +51,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (n_ctx == 0) n_ctx = (*lm)->config().train_context_len;
   if (n_ctx < 4) return fail("the window must be at least 4 tokens");
 
-  const std::vector<int32_t> tokens = (*tok)->encode(ss.str(), true, false);
+  const std::vector<int32_t> tokens = (*tok)->encode(text, true, false);
   int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
   if (max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, max_chunks);
   if (n_chunks == 0)

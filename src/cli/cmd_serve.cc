@@ -5,8 +5,6 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "cli/cli_util.h"
@@ -15,19 +13,6 @@
 #include "server/server.h"
 
 namespace pagoda::cli {
-
-namespace {
-
-bool read_file(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
-}
-
-}  // namespace
 
 int cmd_serve(int argc, char** argv) {
   CLI::App app("OpenAI-compatible HTTP server", "serve");
@@ -71,7 +56,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--log-requests", sc.log_requests, "print one line per HTTP request");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (sc.served_model_name.empty()) sc.served_model_name = std::filesystem::path(model).stem().string();
-  if (!template_file.empty() && !read_file(template_file, &sc.chat_template)) {
+  if (!template_file.empty() && !read_text_file(template_file, &sc.chat_template)) {
     std::fprintf(stderr, "pagoda serve: error: cannot read --chat-template %s\n", template_file.c_str());
     return 1;
   }

@@ -2,8 +2,6 @@
 // tokenizer and writes the suffix-array datastore that `--spec retrieval`
 // proposes drafts from.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "cli/cli_util.h"
@@ -29,17 +27,15 @@ int build_datastore(int argc, char** argv) {
   app.add_option("-f,--file", path, "corpus text file")->required();
   app.add_option("-o,--output", out, "datastore file to write")->required();
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot read '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string text;
+  if (!read_text_file(path, &text)) return fail("cannot read '" + path + "'");
   auto file = gguf::GGUFFile::open(model);
   if (!file) return fail(file.status().message());
   auto tok = Tokenizer::from_gguf(**file);
   if (!tok) return fail(tok.status().message());
   auto config = model_config_from_gguf(**file);  // ids are checked against the model's vocabulary at load
   if (!config) return fail(config.status().message());
-  auto store = Datastore::build((*tok)->encode(ss.str(), false, false), config->vocab_size);
+  auto store = Datastore::build((*tok)->encode(text, false, false), config->vocab_size);
   if (!store) return fail(store.status().message());
   if (Status st = (*store)->save(out); !st.is_ok()) return fail(st.message());
   std::fprintf(stderr, "datastore: %lld tokens -> %s\n", static_cast<long long>((*store)->num_tokens()), out.c_str());

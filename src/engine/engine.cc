@@ -32,15 +32,14 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.sched.max_num_batched_tokens <= 0) return invalid_argument("max batched tokens must be positive");
   if (config.sched.max_num_seqs <= 0) return invalid_argument("max seqs must be positive");
   if (config.max_model_len < 0) return invalid_argument("max model length must not be negative");
-  if (config.num_threads < 0) return invalid_argument("the thread count must not be negative");
-  if (config.block_size < 1 || config.block_size > 1024) return invalid_argument("block size must be in 1..1024");
-  if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kF16)
-    return invalid_argument("KV cache dtype must be f32 or f16");
   if (config.spec_method != SpecMethod::kNone && (config.num_spec_tokens < 1 || config.num_spec_tokens > 64))
     return invalid_argument("the number of speculative tokens must be in 1..64");
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
-  const int64_t block_bytes = ModelRunner::bytes_per_block(mc, runner_config(config));
+  RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
+  shape.num_blocks = 1;
+  PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, shape));
+  const int64_t block_bytes = ModelRunner::bytes_per_block(mc, shape);
   if (config.kv_cache_bytes < block_bytes)
     return invalid_argument("KV cache memory (" + std::to_string(config.kv_cache_bytes) +
                             " bytes) is smaller than one block (" + std::to_string(block_bytes) + " bytes)");

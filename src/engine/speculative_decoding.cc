@@ -20,7 +20,8 @@ class SpeculativeDecoding : public DecodingStrategy {
   SpeculativeDecoding(Request& req, DecodingHost& host) : req_(req), host_(host) {}
 
   void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) override {
-    const std::vector<int32_t> drafts = c.seq.draft_tokens;
+    // emit_token appends to seq.tokens, never to draft_tokens: a reference is safe.
+    const std::vector<int32_t>& drafts = c.seq.draft_tokens;
     const auto num_drafts = static_cast<int32_t>(drafts.size());
     PAGODA_CHECK(num_rows == 1 + num_drafts);
     const int32_t vocab_size = c.sampler->vocab_size();

@@ -77,14 +77,13 @@ void KVCacheManager::decref(BlockId b) {
   if (prefix_) prefix_->on_ref_changed(b);
 }
 
-std::optional<BlockId> KVCacheManager::allocate_block() { return pool_.allocate(); }  // never a cached block
 
 bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   int32_t need = num_blocks_needed(seq, num_total_tokens);
   if (!ensure_free(need)) return false;
   std::vector<BlockId>& table = seqs_[seq].table;
   for (int32_t i = 0; i < need; ++i) {
-    std::optional<BlockId> b = allocate_block();
+    std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
     PAGODA_CHECK(b.has_value());
     table.push_back(*b);
   }
@@ -183,7 +182,7 @@ std::optional<BlockCopy> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
   const BlockId src = it->second.table[pos / block_size_];
   if (pool_.ref_count(src) <= 1) return std::nullopt;
   PAGODA_CHECK(ensure_free(1));  // callers ask num_cow_blocks_needed first
-  std::optional<BlockId> dst = allocate_block();
+  std::optional<BlockId> dst = pool_.allocate();  // a free block, never a cached one
   PAGODA_CHECK(dst.has_value());
   seqs_.at(seq).table[pos / block_size_] = *dst;
   decref(src);  // stays referenced by the other holders (ref was > 1)
@@ -270,7 +269,7 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   SeqState dev;
   dev.num_tokens = host.num_tokens;
   for (BlockId h : host.table) {
-    std::optional<BlockId> b = allocate_block();
+    std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
     PAGODA_CHECK(b.has_value());
     dev.table.push_back(*b);
     copies->push_back({h, *b});

@@ -152,7 +152,6 @@ class KVCacheManager {
   // Device-pool reference changes, reported to the prefix cache.
   void incref(BlockId b);
   void decref(BlockId b);
-  std::optional<BlockId> allocate_block();
   const SeqState& state(SeqId seq) const;
 
   int32_t block_size_;

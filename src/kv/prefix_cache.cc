@@ -233,22 +233,13 @@ void PrefixCache::clear() {
   std::vector<Node*> stack = {root_.get()};
   while (!stack.empty()) {
     Node* x = stack.back();
-    if (x->children.empty()) {
-      stack.pop_back();
-      if (x == root_.get()) break;
-      Node* parent = x->parent;
-      node_of_block_[x->block.value] = nullptr;
-      pool_.decref(x->block);
-      auto [b, e] = parent->children.equal_range(hash_block(x->tokens));
-      for (auto it = b; it != e; ++it)
-        if (it->second.get() == x) {
-          parent->children.erase(it);
-          break;
-        }
-      --num_nodes_;
-    } else {
+    if (!x->children.empty()) {
       stack.push_back(x->children.begin()->second.get());
+      continue;
     }
+    stack.pop_back();
+    if (x == root_.get()) break;
+    remove_leaf(x);
   }
   lru_leaves_.clear();
   num_blocked_ = 0;

@@ -181,17 +181,20 @@ int32_t Sampler::draw(double total) {
   return cands.front().token;
 }
 
+void Sampler::fill_logprobs(const float* logits, SampleResult& result) const {
+  if (params_.logprobs < 0) return;
+  const float lse = log_sum_exp(logits, vocab_size_);
+  result.logprob = log_softmax_value(logits[result.token], lse);
+  if (params_.logprobs > 0) top_n_logprobs(logits, vocab_size_, params_.logprobs, lse, result.top);
+}
+
 SampleResult Sampler::sample(float* logits, std::span<const int32_t> prompt,
                              std::span<const int32_t> output) {
   process_logits(logits, prompt, output);
   const double total = build_distribution(logits);
   SampleResult result;
   result.token = draw(total);
-  if (params_.logprobs >= 0) {
-    const float lse = log_sum_exp(logits, vocab_size_);
-    result.logprob = log_softmax_value(logits[result.token], lse);
-    if (params_.logprobs > 0) top_n_logprobs(logits, vocab_size_, params_.logprobs, lse, result.top);
-  }
+  fill_logprobs(logits, result);
   return result;
 }
 
@@ -227,11 +230,7 @@ SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> promp
       PAGODA_CHECK(result.token >= 0);  // p(draft) < 1 leaves some other token
     }
   }
-  if (params_.logprobs >= 0) {
-    const float lse = log_sum_exp(logits, vocab_size_);
-    result.logprob = log_softmax_value(logits[result.token], lse);
-    if (params_.logprobs > 0) top_n_logprobs(logits, vocab_size_, params_.logprobs, lse, result.top);
-  }
+  fill_logprobs(logits, result);
   return result;
 }
 

@@ -94,6 +94,8 @@ class Sampler {
   // (one candidate of weight 1 for greedy); returns the total weight.
   double build_distribution(const float* logits);
   int32_t draw(double total);
+  // The chosen token's logprob and the top alternatives, when requested.
+  void fill_logprobs(const float* logits, SampleResult& result) const;
 
   SamplingParams params_;
   int32_t vocab_size_;

@@ -170,7 +170,7 @@ struct RandomModel {
 class PagedRunner {
  public:
   PagedRunner(RandomModel& m, int block_size, int num_threads, DType kv_dtype = DType::kF32)
-      : m_(m), kv_(64, block_size), pool_(num_threads) {
+      : kv_(64, block_size), pool_(num_threads) {
     auto model = LlamaModel::load(*m.file);
     EXPECT_TRUE(model.is_ok()) << model.status().message();
     model_ = std::move(model).value();
@@ -205,7 +205,6 @@ class PagedRunner {
   }
 
  private:
-  RandomModel& m_;
   KVCacheManager kv_;
   ThreadPool pool_;
   std::unique_ptr<LlamaModel> model_;
