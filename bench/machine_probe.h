@@ -18,7 +18,6 @@
 
 namespace pagoda::bench {
 
-
 using Clock = std::chrono::steady_clock;
 
 // n floats set to v, in 2 MiB-aligned memory advised for huge pages.
@@ -118,7 +117,6 @@ __attribute__((target("avx512f,avx512vnni"))) inline double vnni_peak(int64_t it
   if (sink == 12345) std::puts("");
   return 2.0 * 64 * kAcc * static_cast<double>(iters);
 }
-
 
 // Read-only GB/s of `threads` threads summing `mib` MiB (best of 5).
 inline double probe_read_gbs(int threads, size_t mib) {

@@ -73,12 +73,12 @@ int register_all() {
   for (bool f16 : {false, true})
     for (int32_t ctx : {512, 2048, 8192}) {
       const std::string t = f16 ? "f16" : "f32";
-      benchmark::RegisterBenchmark(("attention/decode/" + t + "/ctx" + std::to_string(ctx)).c_str(), bm_attention,
-                                   ctx, 1, f16)
+      benchmark::RegisterBenchmark(("attention/decode/" + t + "/ctx" + std::to_string(ctx)).c_str(), bm_attention, ctx,
+                                   1, f16)
           ->Unit(benchmark::kMicrosecond);
       if (ctx <= 2048)
-        benchmark::RegisterBenchmark(("attention/prefill64/" + t + "/ctx" + std::to_string(ctx)).c_str(),
-                                     bm_attention, ctx, 64, f16)
+        benchmark::RegisterBenchmark(("attention/prefill64/" + t + "/ctx" + std::to_string(ctx)).c_str(), bm_attention,
+                                     ctx, 64, f16)
             ->Unit(benchmark::kMicrosecond);
     }
   return 0;

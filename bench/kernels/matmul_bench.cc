@@ -79,8 +79,7 @@ std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out) {
     ref::quantize_row(type, row.data(), seed_rows.data() + r * rb, n_in);
   }
   m->w.resize(rb * n_out);
-  for (int64_t r = 0; r < n_out; ++r)
-    std::copy_n(seed_rows.data() + (r % kDistinct) * rb, rb, m->w.data() + r * rb);
+  for (int64_t r = 0; r < n_out; ++r) std::copy_n(seed_rows.data() + (r % kDistinct) * rb, rb, m->w.data() + r * rb);
   m->view = WeightView{type, m->w.data(), n_in, n_out};
   return m;
 }
@@ -107,8 +106,8 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out,
   const double peak = is_float ? lim.fma_gflops : lim.vnni_gops;
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(n_tokens),
-                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(n_tokens), benchmark::Counter::kIsIterationInvariantRate);
   if (lim.read_gbs > 0)
     state.counters["of_bw"] =
         benchmark::Counter(bytes / 1e9 / lim.read_gbs, benchmark::Counter::kIsIterationInvariantRate);
@@ -122,9 +121,8 @@ struct Shape {
   int64_t n_in, n_out;
 };
 constexpr Shape kShapes[] = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 2048}, {2048, 32000}};
-constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                            DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                            DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 int register_all() {
   for (DType type : kTypes)

@@ -174,8 +174,8 @@ Result<BenchServeResult> run_bench_serve(const BenchServeConfig& cfg) {
       threads.emplace_back([&] {
         auto http = make_client(ctx.client);
         for (size_t i = next++; i < convs.size(); i = next++) {
-          std::this_thread::sleep_until(ctx.start + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(arrivals[i])));
+          std::this_thread::sleep_until(
+              ctx.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
           run_conversation(ctx, *http, convs[i], static_cast<int32_t>(i), &result.records[first_record[i]]);
         }
       });
@@ -190,8 +190,9 @@ Result<BenchServeResult> run_bench_serve(const BenchServeConfig& cfg) {
 
 json bench_json(const BenchServeConfig& cfg, const BenchServeResult& result) {
   const WorkloadConfig& w = cfg.workload;
-  const char* dataset = w.dataset == Dataset::kRandom ? "random"
-                        : w.dataset == Dataset::kSharedPrefix ? "shared-prefix" : "multi-turn";
+  const char* dataset = w.dataset == Dataset::kRandom         ? "random"
+                        : w.dataset == Dataset::kSharedPrefix ? "shared-prefix"
+                                                              : "multi-turn";
   json config = {{"base_url", cfg.base_url},
                  {"model", result.model},
                  {"endpoint", cfg.endpoint == Endpoint::kChat ? "chat" : "completions"},
@@ -208,7 +209,8 @@ json bench_json(const BenchServeConfig& cfg, const BenchServeResult& result) {
   if (w.dataset == Dataset::kMultiTurn) config["turns"] = w.turns;
   if (cfg.slo.ttft_ms > 0) config["slo_ttft_ms"] = cfg.slo.ttft_ms;
   if (cfg.slo.tpot_ms > 0) config["slo_tpot_ms"] = cfg.slo.tpot_ms;
-  return {{"config", std::move(config)}, {"metrics", report_json(result.report)},
+  return {{"config", std::move(config)},
+          {"metrics", report_json(result.report)},
           {"requests", records_json(result.records)}};
 }
 

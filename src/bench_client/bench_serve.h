@@ -27,7 +27,7 @@ struct BenchServeConfig {
   WorkloadConfig workload;
   int32_t concurrency = 0;  // requests in flight at most; 0: min(conversations, kMaxConcurrency)
   double request_rate = std::numeric_limits<double>::infinity();  // Poisson arrivals per s
-  bool ignore_eos = false;  // adds "ignore_eos": true (vLLM, llama.cpp, pagoda)
+  bool ignore_eos = false;                                        // adds "ignore_eos": true (vLLM, llama.cpp, pagoda)
   Slo slo;
   double timeout_s = 600;  // per request
   bool progress = false;   // a progress bar on stderr

@@ -143,10 +143,18 @@ json records_json(const std::vector<RequestRecord>& records) {
   for (const RequestRecord& r : records) {
     json itl = json::array();
     for (double s : r.itl_s) itl.push_back(s * 1000.0);
-    json j = {{"conversation", r.conversation}, {"turn", r.turn},           {"ok", r.ok},
-              {"start_s", r.start_s},           {"ttft_ms", r.ttft_s * 1000.0}, {"tpot_ms", r.tpot_s() * 1000.0},
-              {"e2el_ms", r.e2e_s * 1000.0},     {"itl_ms", std::move(itl)},    {"prompt_tokens", r.prompt_tokens},
-              {"output_tokens", r.output_tokens}, {"max_tokens", r.max_tokens}, {"input_words", r.input_words}};
+    json j = {{"conversation", r.conversation},
+              {"turn", r.turn},
+              {"ok", r.ok},
+              {"start_s", r.start_s},
+              {"ttft_ms", r.ttft_s * 1000.0},
+              {"tpot_ms", r.tpot_s() * 1000.0},
+              {"e2el_ms", r.e2e_s * 1000.0},
+              {"itl_ms", std::move(itl)},
+              {"prompt_tokens", r.prompt_tokens},
+              {"output_tokens", r.output_tokens},
+              {"max_tokens", r.max_tokens},
+              {"input_words", r.input_words}};
     if (!r.ok) j["error"] = r.error;
     out.push_back(std::move(j));
   }

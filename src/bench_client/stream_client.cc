@@ -130,8 +130,11 @@ Result<std::string> fetch_first_model(const ClientOptions& o) {
 }
 
 json request_body(const StreamRequest& r) {
-  json body = {{"model", r.model}, {"max_tokens", r.max_tokens}, {"stream", true},
-               {"stream_options", {{"include_usage", true}}}, {"temperature", 0.0}};
+  json body = {{"model", r.model},
+               {"max_tokens", r.max_tokens},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"temperature", 0.0}};
   if (r.endpoint == Endpoint::kChat)
     body["messages"] = r.messages;
   else

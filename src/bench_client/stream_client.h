@@ -47,9 +47,9 @@ struct RequestRecord {
   double start_s = 0;  // seconds since the benchmark began
   double ttft_s = 0;   // to the first chunk with text
   double e2e_s = 0;
-  std::vector<double> itl_s;     // between chunks with text
-  int32_t prompt_tokens = -1;    // from usage; -1 if the server sent none
-  int32_t output_tokens = 0;     // from usage, else chunks with text
+  std::vector<double> itl_s;   // between chunks with text
+  int32_t prompt_tokens = -1;  // from usage; -1 if the server sent none
+  int32_t output_tokens = 0;   // from usage, else chunks with text
   int32_t max_tokens = 0;
   int32_t input_words = 0;
   std::string text;  // the generated text (multi-turn feeds it back)
@@ -61,8 +61,8 @@ struct RequestRecord {
 struct StreamRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  std::string prompt;            // completions
-  nlohmann::json messages;       // chat: the array of messages
+  std::string prompt;       // completions
+  nlohmann::json messages;  // chat: the array of messages
   int32_t max_tokens = 16;
   bool ignore_eos = false;
 };

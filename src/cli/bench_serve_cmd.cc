@@ -24,26 +24,34 @@ int bench_serve(int argc, char** argv) {
   app.add_option("--endpoint", endpoint, "completions or chat (default: chat for multi-turn, else completions)")
       ->check(CLI::IsMember({"completions", "chat"}));
   app.add_option("--num-prompts", w.num_prompts, "requests (conversations for multi-turn)")
-      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
   app.add_option("--concurrency", cfg.concurrency, "requests in flight at most (default: all, up to 256)")
       ->check(CLI::Range(1, bench::kMaxConcurrency));
   app.add_option("--request-rate", rate, "Poisson arrivals per second, or inf (all at once)")->capture_default_str();
-  app.add_option("--dataset", dataset, "workload")->check(CLI::IsMember({"random", "shared-prefix", "multi-turn"}))
+  app.add_option("--dataset", dataset, "workload")
+      ->check(CLI::IsMember({"random", "shared-prefix", "multi-turn"}))
       ->capture_default_str();
   app.add_option("--input-len", w.input_len, "prompt words (about tokens) per user message")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  app.add_option("--output-len", w.output_len, "max_tokens per request")->check(CLI::Range(1, 1 << 20))
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--output-len", w.output_len, "max_tokens per request")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--range-ratio", w.range_ratio, "lengths uniform in [len*(1-r), len*(1+r)]")
-      ->check(CLI::Range(0.0, 0.999))->capture_default_str();
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
   app.add_option("--prefix-len", w.prefix_len, "shared-prefix: words in the shared system prompt")
-      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
-  app.add_option("--turns", w.turns, "multi-turn: user messages per conversation")->check(CLI::Range(1, 1000))
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--turns", w.turns, "multi-turn: user messages per conversation")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_flag("--ignore-eos", cfg.ignore_eos, "send \"ignore_eos\": true so every request yields max_tokens");
   app.add_option("--slo-ttft-ms", cfg.slo.ttft_ms, "goodput: TTFT limit in ms")->check(CLI::Range(0.0, 1e9));
   app.add_option("--slo-tpot-ms", cfg.slo.tpot_ms, "goodput: TPOT limit in ms")->check(CLI::Range(0.0, 1e9));
-  app.add_option("--timeout", cfg.timeout_s, "per-request timeout in seconds")->check(CLI::Range(1.0, 1e6))
+  app.add_option("--timeout", cfg.timeout_s, "per-request timeout in seconds")
+      ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
   app.add_option("--seed", w.seed, "workload and arrival seed")->capture_default_str();
   app.add_option("--json", json_path, "write config, metrics and per-request records to FILE");

@@ -1,13 +1,13 @@
 #include "cli/cli_util.h"
 
+#include <unistd.h>
+
 #include <cstdio>
-
-#include "core/check.h"
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
+
+#include "core/check.h"
 
 namespace pagoda::cli {
 
@@ -26,8 +26,8 @@ int parse_or_exit(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "pagoda %s: error: %s\nRun 'pagoda %s --help' for usage.\n", app.get_name().c_str(),
-                 e.what(), app.get_name().c_str());
+    std::fprintf(stderr, "pagoda %s: error: %s\nRun 'pagoda %s --help' for usage.\n", app.get_name().c_str(), e.what(),
+                 app.get_name().c_str());
     return 2;
   }
   return -1;
@@ -61,7 +61,8 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
                  "copied from the sequence itself); retrieval (drafts from a corpus datastore, --spec-datastore)")
       ->check(CLI::IsMember({"none", "ngram", "retrieval"}))
       ->capture_default_str();
-  app.add_option("--spec-datastore", opts->datastore, "datastore file for --spec retrieval (pagoda spec build-datastore)");
+  app.add_option("--spec-datastore", opts->datastore,
+                 "datastore file for --spec retrieval (pagoda spec build-datastore)");
   app.add_option("--num-spec-tokens", opts->num_spec_tokens, "draft tokens verified per step")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

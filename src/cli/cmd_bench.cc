@@ -5,10 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -123,12 +122,18 @@ int bench_model(int argc, char** argv) {
       if (r >= 0) ts.push_back((pp > 0 ? pp : tg) / secs);
     }
     const MeanStd ms = mean_std(ts);
-    nlohmann::json j = {{"model_filename", model},  {"model_type", mc.arch + " " + mc.name},
-                        {"model_size", e.weight_bytes()}, {"n_threads", threads > 0 ? threads : default_num_threads()},
-                        {"n_prompt", pp}, {"n_gen", tg}, {"n_depth", depth},
+    nlohmann::json j = {{"model_filename", model},
+                        {"model_type", mc.arch + " " + mc.name},
+                        {"model_size", e.weight_bytes()},
+                        {"n_threads", threads > 0 ? threads : default_num_threads()},
+                        {"n_prompt", pp},
+                        {"n_gen", tg},
+                        {"n_depth", depth},
                         {"test", (pp > 0 ? "pp" + std::to_string(pp) : "tg" + std::to_string(tg)) +
                                      (depth > 0 ? " @ d" + std::to_string(depth) : "")},
-                        {"avg_ts", ms.mean}, {"stddev_ts", ms.stddev}, {"samples_ts", ts}};
+                        {"avg_ts", ms.mean},
+                        {"stddev_ts", ms.stddev},
+                        {"samples_ts", ts}};
     results.push_back(j);
     if (!json)
       std::printf("| %-40s | %13s | %10.2f ± %.2f tok/s |\n", model.c_str(), j["test"].get<std::string>().c_str(),
@@ -255,8 +260,8 @@ int bench_throughput(int argc, char** argv) {
 
 int cmd_bench(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fprintf(argc < 2 ? stderr : stdout,
-                 "%susage: pagoda bench <model|throughput|serve> [options]\n", argc < 2 ? "pagoda bench: error: no benchmark given\n" : "");
+    std::fprintf(argc < 2 ? stderr : stdout, "%susage: pagoda bench <model|throughput|serve> [options]\n",
+                 argc < 2 ? "pagoda bench: error: no benchmark given\n" : "");
     return argc < 2 ? 2 : 0;
   }
   const std::string which = argv[1];

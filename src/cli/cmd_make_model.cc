@@ -1,6 +1,5 @@
 // `pagoda make-model`: write a random-weight llama-family GGUF model.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -28,8 +27,7 @@ int cmd_make_model(int argc, char** argv) {
     presets += n;
   }
 
-  CLI::App app{"Write a random-weight llama-family GGUF model (for tests and benchmarks).",
-               "pagoda make-model"};
+  CLI::App app{"Write a random-weight llama-family GGUF model (for tests and benchmarks).", "pagoda make-model"};
   std::string preset, dtype_name = "f32", out, vocab_from, arch, name;
   uint64_t seed = 42;
   bool tied = false;
@@ -37,8 +35,7 @@ int cmd_make_model(int argc, char** argv) {
   int64_t num_layers = 0, hidden_size = 0, num_heads = 0, num_kv_heads = 0, ffn_size = 0, vocab_size = 0, n_ctx = 0;
   double rope_base = 0;
   app.add_option("--preset", preset, "model shape: " + presets)->required();
-  app.add_option("--dtype", dtype_name,
-                 "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k")
+  app.add_option("--dtype", dtype_name, "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k")
       ->capture_default_str();
   app.add_option("-o,--output", out, "output GGUF file")->required();
   app.add_option("--vocab-from", vocab_from,
@@ -63,8 +60,7 @@ int cmd_make_model(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "pagoda make-model: error: %s\nRun 'pagoda make-model --help' for the options.\n",
-                 e.what());
+    std::fprintf(stderr, "pagoda make-model: error: %s\nRun 'pagoda make-model --help' for the options.\n", e.what());
     return 2;
   }
 
@@ -81,9 +77,9 @@ int cmd_make_model(int argc, char** argv) {
   opts.dtype = dtype.value();
   const std::pair<const char*, int64_t*> overrides[] = {
       {"--n-layer", &num_layers}, {"--n-embd", &hidden_size}, {"--n-head", &num_heads}, {"--n-head-kv", &num_kv_heads},
-      {"--n-ff", &ffn_size},       {"--n-vocab", &vocab_size}, {"--ctx", &n_ctx}};
-  int32_t* fields[] = {&opts.config.num_layers, &opts.config.hidden_size, &opts.config.num_heads,
-                       &opts.config.num_kv_heads, &opts.config.ffn_size, &opts.config.vocab_size,
+      {"--n-ff", &ffn_size},      {"--n-vocab", &vocab_size}, {"--ctx", &n_ctx}};
+  int32_t* fields[] = {&opts.config.num_layers,       &opts.config.hidden_size, &opts.config.num_heads,
+                       &opts.config.num_kv_heads,     &opts.config.ffn_size,    &opts.config.vocab_size,
                        &opts.config.train_context_len};
   for (size_t k = 0; k < std::size(overrides); ++k) {
     if (!app.count(overrides[k].first)) continue;

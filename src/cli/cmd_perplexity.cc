@@ -4,14 +4,13 @@
 // scored (each position predicting the next token).
 #include <cmath>
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "gguf/gguf_file.h"
 #include "engine/model_runner.h"
+#include "gguf/gguf_file.h"
 #include "kv/kv_cache_manager.h"
 #include "model/llama_model.h"
 #include "sched/scheduler.h"
@@ -97,8 +96,8 @@ int cmd_perplexity(int argc, char** argv) {
   }
   const double ppl = std::exp(nll / count);
   if (json) {
-    nlohmann::json j = {{"ppl", ppl}, {"nll", nll / count}, {"n_scored", count}, {"n_chunks", n_chunks},
-                        {"n_ctx", n_ctx}, {"n_tokens", tokens.size()}};
+    nlohmann::json j = {{"ppl", ppl},           {"nll", nll / count}, {"n_scored", count},
+                        {"n_chunks", n_chunks}, {"n_ctx", n_ctx},     {"n_tokens", tokens.size()}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("perplexity: %.4f (mean NLL %.6f over %lld predictions, %lld windows of %d)\n", ppl, nll / count,

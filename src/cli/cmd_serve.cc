@@ -25,12 +25,14 @@ int cmd_serve(int argc, char** argv) {
   SchedulerConfig sched;
   app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
   app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", sc.port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535))
+  app.add_option("--port", sc.port, "port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
   app.add_option("--served-model-name", sc.served_model_name, "model id in the API (default: the file's stem)");
   app.add_option("--chat-template", template_file, "Jinja chat template file (overrides the model's)");
-  app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7))
+  app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")
+      ->check(CLI::Range(0.001, 1e7))
       ->capture_default_str();
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
@@ -38,20 +40,26 @@ int cmd_serve(int argc, char** argv) {
   add_spec_options(app, &spec_opts);
   app.add_option("--swap-space", swap_mib, "host swap space for preempted KV in MiB")->check(CLI::Range(0.0, 1e7));
   app.add_option("--block-size", block_size, "tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--max-num-seqs", sched.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 1 << 20))
+  app.add_option("--max-num-seqs", sched.max_num_seqs, "sequences running at once")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", sched.max_num_batched_tokens, "token budget per engine step")
-      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
-  app.add_option("--policy", policy, "scheduling policy")->check(CLI::IsMember({"fcfs", "priority", "sjf", "lpm"}))
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
-  app.add_option("--preemption", preemption, "preemption mode")->check(CLI::IsMember({"recompute", "swap"}))
+  app.add_option("--policy", policy, "scheduling policy")
+      ->check(CLI::IsMember({"fcfs", "priority", "sjf", "lpm"}))
+      ->capture_default_str();
+  app.add_option("--preemption", preemption, "preemption mode")
+      ->check(CLI::IsMember({"recompute", "swap"}))
       ->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
   app.add_option("-t,--threads", threads, "compute threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", ctx, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  app.add_option("--max-queue", max_queue, "requests waiting before 429 (0: unbounded)")->check(CLI::Range(0, 1 << 24))
+  app.add_option("--max-queue", max_queue, "requests waiting before 429 (0: unbounded)")
+      ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  app.add_option("--http-threads", sc.num_http_threads, "connections served at once")->check(CLI::Range(1, 4096))
+  app.add_option("--http-threads", sc.num_http_threads, "connections served at once")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app.add_flag("--log-requests", sc.log_requests, "print one line per HTTP request");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;

@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define PAGODA_CHECK(cond)                                                    \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,   \
-                   #cond);                                                    \
-      std::abort();                                                           \
-    }                                                                         \
+#define PAGODA_CHECK(cond)                                                          \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                 \
+    }                                                                               \
   } while (0)
 
 #ifdef NDEBUG

@@ -6,8 +6,16 @@
 
 namespace pagoda {
 
-inline float fp32_from_bits(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }
-inline uint32_t fp32_to_bits(float f) { uint32_t w; std::memcpy(&w, &f, 4); return w; }
+inline float fp32_from_bits(uint32_t w) {
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+inline uint32_t fp32_to_bits(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  return w;
+}
 
 inline float fp16_to_fp32(uint16_t h) {
   const uint32_t w = static_cast<uint32_t>(h) << 16;
@@ -20,8 +28,7 @@ inline float fp16_to_fp32(uint16_t h) {
   const float magic_bias = 0.5f;
   const float denormalized = fp32_from_bits((two_w >> 17) | magic_mask) - magic_bias;
   const uint32_t denorm_cutoff = 1u << 27;
-  const uint32_t result =
-      sign | (two_w < denorm_cutoff ? fp32_to_bits(denormalized) : fp32_to_bits(normalized));
+  const uint32_t result = sign | (two_w < denorm_cutoff ? fp32_to_bits(denormalized) : fp32_to_bits(normalized));
   return fp32_from_bits(result);
 }
 

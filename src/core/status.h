@@ -15,8 +15,8 @@ enum class StatusCode {
   kInvalidArgument,  // bad user input (CLI flag, HTTP field, prompt)
   kNotFound,
   kOutOfRange,
-  kDataLoss,         // corrupt or truncated file
-  kUnimplemented,    // valid input we do not support (e.g. unknown dtype)
+  kDataLoss,       // corrupt or truncated file
+  kUnimplemented,  // valid input we do not support (e.g. unknown dtype)
   kResourceExhausted,
   kUnavailable,
   kInternal,
@@ -49,8 +49,8 @@ inline Status internal_error(std::string m) { return {StatusCode::kInternal, std
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}             // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {       // NOLINT
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).is_ok()) {
       std::fprintf(stderr, "Result constructed from ok Status\n");
       std::abort();
@@ -76,17 +76,16 @@ class Result {
 }  // namespace pagoda
 
 // Propagate a non-ok Status from an expression returning Status.
-#define PAGODA_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::pagoda::Status _st = (expr);            \
-    if (!_st.is_ok()) return _st;             \
+#define PAGODA_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::pagoda::Status _st = (expr);   \
+    if (!_st.is_ok()) return _st;    \
   } while (0)
 
 #define PAGODA_CONCAT_INNER(a, b) a##b
 #define PAGODA_CONCAT(a, b) PAGODA_CONCAT_INNER(a, b)
 // Assign the value of a Result expression or return its Status.
-#define PAGODA_ASSIGN_OR_RETURN(lhs, expr)                            \
-  auto PAGODA_CONCAT(_res_, __LINE__) = (expr);                       \
-  if (!PAGODA_CONCAT(_res_, __LINE__).is_ok())                        \
-    return PAGODA_CONCAT(_res_, __LINE__).status();                   \
+#define PAGODA_ASSIGN_OR_RETURN(lhs, expr)                                                     \
+  auto PAGODA_CONCAT(_res_, __LINE__) = (expr);                                                \
+  if (!PAGODA_CONCAT(_res_, __LINE__).is_ok()) return PAGODA_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(PAGODA_CONCAT(_res_, __LINE__)).value()

@@ -80,9 +80,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  parallel_for(n, 1, fn);
-}
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) { parallel_for(n, 1, fn); }
 
 int default_num_threads() {
   std::ifstream f("/proc/cpuinfo");

@@ -28,9 +28,8 @@ class BeamSearch : public DecodingStrategy {
     const double lse = mx + std::log(sum);
     std::vector<int32_t> idx(vocab_size);
     for (int32_t i = 0; i < vocab_size; ++i) idx[i] = i;
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
     Beam& beam = beams_[&c];
     beam.candidates.clear();
     for (int32_t i = 0; i < k; ++i) beam.candidates.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));

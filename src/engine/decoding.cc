@@ -57,7 +57,7 @@ class ParallelSampling : public PlainDecoding {
 }  // namespace
 
 std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingHost& host) {
-  if (req.spec.use_beam_search) return make_beam_search(req, host);  // speculation off
+  if (req.spec.use_beam_search) return make_beam_search(req, host);          // speculation off
   if (req.spec.n > 1) return std::make_unique<ParallelSampling>(req, host);  // speculation off
   if (host.proposer()) return make_speculative_decoding(req, host);
   return std::make_unique<PlainDecoding>(req, host);

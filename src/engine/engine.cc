@@ -98,8 +98,7 @@ Status Engine::validate(const RequestSpec& spec) const {
     return out_of_range("the prompt needs more KV cache (" + std::to_string(prompt_len + 1) +
                         " tokens) than the whole pool holds (" + std::to_string(capacity_tokens_) + ")");
   for (int32_t t : spec.stop_token_ids)
-    if (t < 0 || t >= mc.vocab_size)
-      return invalid_argument("stop token id " + std::to_string(t) + " is out of range");
+    if (t < 0 || t >= mc.vocab_size) return invalid_argument("stop token id " + std::to_string(t) + " is out of range");
   return spec.sampling.validate(mc.vocab_size);
 }
 
@@ -129,8 +128,8 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.request_id = id;
   base.tokens = spec.prompt;
   base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
-  base.max_total_tokens = static_cast<int32_t>(
-      std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
+  base.max_total_tokens =
+      static_cast<int32_t>(std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;
   req->spec = std::move(spec);

@@ -27,12 +27,12 @@
 namespace pagoda {
 
 struct EngineConfig {
-  int32_t num_threads = 0;            // 0: physical cores
+  int32_t num_threads = 0;  // 0: physical cores
   int64_t kv_cache_bytes = 256 << 20;
-  int64_t swap_space_bytes = 0;       // host tier for preemption by swapping
+  int64_t swap_space_bytes = 0;        // host tier for preemption by swapping
   DType kv_cache_dtype = DType::kF32;  // kF32 or kF16 (half the memory per token)
   int32_t block_size = 16;
-  int32_t max_model_len = 0;          // 0: the model's training context
+  int32_t max_model_len = 0;  // 0: the model's training context
   bool enable_prefix_caching = true;
   SchedulerConfig sched;
   // Speculative decoding (requests with n = 1 and no beam search).
@@ -40,7 +40,7 @@ struct EngineConfig {
   int32_t num_spec_tokens = 4;  // drafts per verification step
   int32_t ngram_min = 1;        // n-gram proposer: match lengths tried, longest first
   int32_t ngram_max = 4;
-  std::string spec_datastore;   // retrieval: a file from `pagoda spec build-datastore`
+  std::string spec_datastore;  // retrieval: a file from `pagoda spec build-datastore`
 };
 
 class Engine : private DecodingHost {

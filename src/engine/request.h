@@ -23,7 +23,7 @@ struct RequestSpec {
   // beams that share their history blocks; returns the n best (n <= width).
   bool use_beam_search = false;
   int32_t beam_width = 1;
-  float length_penalty = 1.0f;    // score = cum_logprob / length^length_penalty
+  float length_penalty = 1.0f;  // score = cum_logprob / length^length_penalty
 };
 
 // Per-request latency figures, seconds on the engine clock.
@@ -38,17 +38,17 @@ struct RequestTiming {
 
 struct RequestOutput {
   RequestId id;
-  int32_t index = 0;                  // which of the n choices
-  bool request_finished = false;      // every choice has finished
+  int32_t index = 0;              // which of the n choices
+  bool request_finished = false;  // every choice has finished
   std::vector<int32_t> new_tokens;
   std::vector<SampleResult> samples;  // one per new token (logprobs)
   std::string text;                   // UTF-8-complete text delta, stop strings cut
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;                  // set when finish_reason == kError
+  std::string error;  // set when finish_reason == kError
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
-  int32_t num_cached_tokens = 0;      // prompt tokens served from the prefix cache
+  int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
   RequestTiming timing;
 };
 

@@ -16,7 +16,7 @@ struct EngineStats {
   int64_t num_finished = 0;
   double prefill_seconds = 0;  // steps whose batch was mostly prompt tokens
   double decode_seconds = 0;
-  double kv_waste_sum = 0;     // summed over steps, for the mean
+  double kv_waste_sum = 0;               // summed over steps, for the mean
   int64_t num_prompt_tokens = 0;         // of requests admitted so far
   int64_t num_cached_prompt_tokens = 0;  // of those, served by the prefix cache
   // Speculative decoding: verification steps, drafts verified and accepted.

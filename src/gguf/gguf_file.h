@@ -16,8 +16,19 @@
 namespace pagoda::gguf {
 
 enum class ValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 std::string_view value_type_name(ValueType t);
@@ -69,7 +80,7 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // GGML order: dims[0] is the contiguous (row) length
   DType type = DType::kF32;
-  uint64_t offset = 0;        // relative to the data section
+  uint64_t offset = 0;  // relative to the data section
   size_t num_bytes = 0;
   const uint8_t* data = nullptr;  // points into the mapping
 

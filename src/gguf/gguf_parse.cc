@@ -27,9 +27,8 @@ class Cursor {
 
   Status need(uint64_t n, const char* what) const {
     if (n > remaining()) {
-      return data_loss("truncated file: " + std::string(what) + at(pos_) + " needs " +
-                       std::to_string(n) + " bytes but only " + std::to_string(remaining()) +
-                       " remain");
+      return data_loss("truncated file: " + std::string(what) + at(pos_) + " needs " + std::to_string(n) +
+                       " bytes but only " + std::to_string(remaining()) + " remain");
     }
     return Status::ok();
   }
@@ -46,8 +45,8 @@ class Cursor {
     uint64_t len = 0;
     PAGODA_RETURN_IF_ERROR(read(&len, what));
     if (len > remaining()) {
-      return data_loss("string length " + std::to_string(len) + " of " + what + at(pos_ - 8) +
-                       " exceeds the " + std::to_string(remaining()) + " bytes left in the file");
+      return data_loss("string length " + std::to_string(len) + " of " + what + at(pos_ - 8) + " exceeds the " +
+                       std::to_string(remaining()) + " bytes left in the file");
     }
     out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
     pos_ += len;
@@ -64,10 +63,17 @@ bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType:
 
 size_t scalar_size(ValueType t) {
   switch (t) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: return 1;
-    case ValueType::kU16: case ValueType::kI16: return 2;
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: return 4;
-    case ValueType::kU64: case ValueType::kI64: case ValueType::kF64: return 8;
+    case ValueType::kU8:
+    case ValueType::kI8:
+    case ValueType::kBool: return 1;
+    case ValueType::kU16:
+    case ValueType::kI16: return 2;
+    case ValueType::kU32:
+    case ValueType::kI32:
+    case ValueType::kF32: return 4;
+    case ValueType::kU64:
+    case ValueType::kI64:
+    case ValueType::kF64: return 8;
     default: return 0;  // string, array: variable size
   }
 }
@@ -118,8 +124,7 @@ Status read_array(Cursor& c, const std::string& key, Value* v) {
   uint64_t count = 0;
   PAGODA_RETURN_IF_ERROR(c.read(&elem, "array element type"));
   if (!valid_value_type(elem)) {
-    return data_loss("metadata key '" + key + "': unknown array element type " +
-                     std::to_string(elem));
+    return data_loss("metadata key '" + key + "': unknown array element type " + std::to_string(elem));
   }
   const auto et = static_cast<ValueType>(elem);
   if (et == ValueType::kArray) {
@@ -130,8 +135,8 @@ Status read_array(Cursor& c, const std::string& key, Value* v) {
   const size_t min_elem = et == ValueType::kString ? 8 : scalar_size(et);
   if (count > c.remaining() / min_elem) {
     return data_loss("metadata key '" + key + "': array of " + std::to_string(count) + " " +
-                     std::string(value_type_name(et)) + " elements cannot fit in the " +
-                     std::to_string(c.remaining()) + " bytes left in the file");
+                     std::string(value_type_name(et)) + " elements cannot fit in the " + std::to_string(c.remaining()) +
+                     " bytes left in the file");
   }
   v->array_type = et;
   if (et == ValueType::kString) {
@@ -161,8 +166,7 @@ Status read_value(Cursor& c, const std::string& key, Value* v) {
   uint32_t type = 0;
   PAGODA_RETURN_IF_ERROR(c.read(&type, "metadata value type"));
   if (!valid_value_type(type)) {
-    return data_loss("metadata key '" + key + "': unknown value type " + std::to_string(type) +
-                     at(c.pos() - 4));
+    return data_loss("metadata key '" + key + "': unknown value type " + std::to_string(type) + at(c.pos() - 4));
   }
   v->type = static_cast<ValueType>(type);
   if (v->type == ValueType::kString) return c.read_string(&v->s, "metadata string");
@@ -170,9 +174,7 @@ Status read_value(Cursor& c, const std::string& key, Value* v) {
   return read_scalar(c, v->type, v);
 }
 
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
-  return !__builtin_mul_overflow(a, b, out);
-}
+bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
 Status read_tensor_info(Cursor& c, TensorInfo* t) {
   PAGODA_RETURN_IF_ERROR(c.read_string(&t->name, "tensor name"));
@@ -181,8 +183,7 @@ Status read_tensor_info(Cursor& c, TensorInfo* t) {
   uint32_t n_dims = 0;
   PAGODA_RETURN_IF_ERROR(c.read(&n_dims, "tensor dimension count"));
   if (n_dims == 0 || n_dims > kMaxDims) {
-    return data_loss(who + "has " + std::to_string(n_dims) + " dimensions; expected 1 to " +
-                     std::to_string(kMaxDims));
+    return data_loss(who + "has " + std::to_string(n_dims) + " dimensions; expected 1 to " + std::to_string(kMaxDims));
   }
   t->dims.resize(n_dims);
   uint64_t num_elements = 1;
@@ -204,9 +205,8 @@ Status read_tensor_info(Cursor& c, TensorInfo* t) {
   if (!info) return unimplemented(who + "unknown or unsupported ggml type id " + std::to_string(type_id));
   t->type = info->type;
   if (t->dims[0] % info->block_size != 0) {
-    return data_loss(who + "row length " + std::to_string(t->dims[0]) +
-                     " is not a multiple of the " + std::string(info->name) + " block size " +
-                     std::to_string(info->block_size));
+    return data_loss(who + "row length " + std::to_string(t->dims[0]) + " is not a multiple of the " +
+                     std::string(info->name) + " block size " + std::to_string(info->block_size));
   }
   uint64_t bytes = static_cast<uint64_t>(t->dims[0] / info->block_size);
   bool ok = checked_mul(bytes, static_cast<uint64_t>(info->type_size), &bytes);
@@ -249,12 +249,12 @@ Status GGUFFile::parse_impl() {
   PAGODA_RETURN_IF_ERROR(c.read(&num_kv, "metadata count"));
   // A key/value pair takes at least 13 bytes, a tensor info at least 32.
   if (num_kv > c.remaining() / 13) {
-    return data_loss("metadata count " + std::to_string(num_kv) + " cannot fit in a " +
-                     std::to_string(size_) + "-byte file");
+    return data_loss("metadata count " + std::to_string(num_kv) + " cannot fit in a " + std::to_string(size_) +
+                     "-byte file");
   }
   if (num_tensors > c.remaining() / 32) {
-    return data_loss("tensor count " + std::to_string(num_tensors) + " cannot fit in a " +
-                     std::to_string(size_) + "-byte file");
+    return data_loss("tensor count " + std::to_string(num_tensors) + " cannot fit in a " + std::to_string(size_) +
+                     "-byte file");
   }
 
   for (uint64_t k = 0; k < num_kv; ++k) {
@@ -273,8 +273,7 @@ Status GGUFFile::parse_impl() {
     const uint64_t av = a->u;  // negative values become huge and fail the range check
     if (!is_int || av == 0 || (av & (av - 1)) != 0 || av > std::numeric_limits<uint32_t>::max()) {
       return data_loss(std::string(kAlignmentKey) + " must be a nonzero power of two (got " +
-                       (is_int ? std::to_string(a->i) : std::string(value_type_name(a->type))) +
-                       ")");
+                       (is_int ? std::to_string(a->i) : std::string(value_type_name(a->type))) + ")");
     }
     alignment_ = static_cast<uint32_t>(av);
   }
@@ -302,9 +301,9 @@ Status GGUFFile::parse_impl() {
     uint64_t end = 0;
     if (__builtin_add_overflow(data_start, t.offset, &begin) ||
         __builtin_add_overflow(begin, static_cast<uint64_t>(t.num_bytes), &end) || end > size_) {
-      return data_loss("tensor '" + t.name + "': data (" + std::to_string(t.num_bytes) +
-                       " bytes at data offset " + std::to_string(t.offset) +
-                       ") extends past the end of the " + std::to_string(size_) + "-byte file");
+      return data_loss("tensor '" + t.name + "': data (" + std::to_string(t.num_bytes) + " bytes at data offset " +
+                       std::to_string(t.offset) + ") extends past the end of the " + std::to_string(size_) +
+                       "-byte file");
     }
     t.data = data_ + begin;
   }

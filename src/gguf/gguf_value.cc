@@ -26,12 +26,16 @@ std::string_view value_type_name(ValueType t) {
 
 bool is_integer_type(ValueType t) {
   switch (t) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kU16: case ValueType::kI16:
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kU64: case ValueType::kI64:
-    case ValueType::kBool:
-      return true;
-    default:
-      return false;
+    case ValueType::kU8:
+    case ValueType::kI8:
+    case ValueType::kU16:
+    case ValueType::kI16:
+    case ValueType::kU32:
+    case ValueType::kI32:
+    case ValueType::kU64:
+    case ValueType::kI64:
+    case ValueType::kBool: return true;
+    default: return false;
   }
 }
 

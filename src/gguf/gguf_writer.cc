@@ -84,9 +84,8 @@ Status check_value(const std::string& key, const Value& v) {
   if (static_cast<uint32_t>(v.type) > static_cast<uint32_t>(ValueType::kF64)) {
     return invalid_argument("GGUF writer: key '" + key + "' has an invalid value type");
   }
-  if (v.type == ValueType::kArray &&
-      (v.array_type == ValueType::kArray ||
-       static_cast<uint32_t>(v.array_type) > static_cast<uint32_t>(ValueType::kF64))) {
+  if (v.type == ValueType::kArray && (v.array_type == ValueType::kArray ||
+                                      static_cast<uint32_t>(v.array_type) > static_cast<uint32_t>(ValueType::kF64))) {
     return invalid_argument("GGUF writer: key '" + key + "' has an invalid array element type");
   }
   return Status::ok();
@@ -121,15 +120,14 @@ void GGUFWriter::set(std::string key, Value value) {
   metadata_.emplace_back(std::move(key), std::move(value));
 }
 
-void GGUFWriter::add_tensor(std::string name, std::vector<int64_t> dims, DType type,
-                            const void* data, size_t num_bytes) {
+void GGUFWriter::add_tensor(std::string name, std::vector<int64_t> dims, DType type, const void* data,
+                            size_t num_bytes) {
   tensors_.push_back({std::move(name), std::move(dims), type, data, num_bytes});
 }
 
 Status GGUFWriter::validate() const {
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0) {
-    return invalid_argument("GGUF writer: alignment " + std::to_string(alignment_) +
-                            " is not a nonzero power of two");
+    return invalid_argument("GGUF writer: alignment " + std::to_string(alignment_) + " is not a nonzero power of two");
   }
   for (const auto& [key, value] : metadata_) PAGODA_RETURN_IF_ERROR(check_value(key, value));
   std::set<std::string> names;
@@ -149,10 +147,8 @@ Status GGUFWriter::validate() const {
     if (t.dims[0] % info.block_size != 0) {
       return invalid_argument(who + "row length is not a multiple of the block size");
     }
-    if (__builtin_mul_overflow(bytes, dtype_row_bytes(t.type, t.dims[0]), &bytes) ||
-        bytes != t.num_bytes) {
-      return invalid_argument(who + "num_bytes " + std::to_string(t.num_bytes) +
-                              " does not match its shape and type");
+    if (__builtin_mul_overflow(bytes, dtype_row_bytes(t.type, t.dims[0]), &bytes) || bytes != t.num_bytes) {
+      return invalid_argument(who + "num_bytes " + std::to_string(t.num_bytes) + " does not match its shape and type");
     }
     if (t.data == nullptr) return invalid_argument(who + "null data");
   }
@@ -165,8 +161,7 @@ std::vector<uint8_t> GGUFWriter::header_bytes() const {
   const bool emit_alignment = alignment_ != kDefaultAlignment;
   bool has_alignment_key = false;
   for (const auto& kv : metadata_) has_alignment_key |= kv.first == kAlignmentKey;
-  const uint64_t num_kv =
-      metadata_.size() - (has_alignment_key ? 1 : 0) + (emit_alignment ? 1 : 0);
+  const uint64_t num_kv = metadata_.size() - (has_alignment_key ? 1 : 0) + (emit_alignment ? 1 : 0);
 
   out.put<uint32_t>(0x46554747);  // "GGUF"
   out.put<uint32_t>(kVersion);

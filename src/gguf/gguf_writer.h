@@ -19,8 +19,7 @@ class GGUFWriter {
   void set(std::string key, Value value);
   // Copies nothing: `data` must stay alive until write(). num_bytes must
   // equal dtype_row_bytes(type, dims[0]) * product(dims[1..]).
-  void add_tensor(std::string name, std::vector<int64_t> dims, DType type, const void* data,
-                  size_t num_bytes);
+  void add_tensor(std::string name, std::vector<int64_t> dims, DType type, const void* data, size_t num_bytes);
   // Writes to `path`.tmp.<pid>, then renames it over `path`. Invalid input
   // (bad shape, num_bytes mismatch, duplicate names, bad alignment, nested
   // arrays) gives an error.

@@ -21,8 +21,8 @@ struct PagedKVView {
   int32_t block_size;
   int32_t num_kv_heads;
   int32_t head_dim;
-  size_t block_stride;   // elements
-  bool f16 = false;      // elements are IEEE half, else float
+  size_t block_stride;  // elements
+  bool f16 = false;     // elements are IEEE half, else float
 };
 
 // Attention of one sequence for kv heads [kv_head_begin, kv_head_end) and the

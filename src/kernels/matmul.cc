@@ -106,8 +106,8 @@ void get_row(const WeightView& w, int64_t row, float* dst) {
   ref::dequantize_row(w.type, base, dst, w.n_in);
 }
 
-void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-            int64_t y_stride, ThreadPool& pool) {
+void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
+            ThreadPool& pool) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
   const int kind = cpu::wkind_of(w.type);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
@@ -128,8 +128,7 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
                   float* const* ys, const int64_t* y_strides, ThreadPool& pool) {
   constexpr int kMaxWeights = 4;
   bool same = n_weights <= kMaxWeights;
-  for (int i = 1; i < n_weights && same; ++i)
-    same = ws[i]->type == ws[0]->type && ws[i]->n_in == ws[0]->n_in;
+  for (int i = 1; i < n_weights && same; ++i) same = ws[i]->type == ws[0]->type && ws[i]->n_in == ws[0]->n_in;
   if (!same || n_tokens <= 0 || pool.num_threads() == 1) {
     for (int i = 0; i < n_weights; ++i) matmul(*ws[i], x, x_stride, n_tokens, ys[i], y_strides[i], pool);
     return;

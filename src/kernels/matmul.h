@@ -33,8 +33,8 @@ struct WeightView {
 // y_stride). Parallel over output rows on `pool`. The activation workspace
 // belongs to the calling thread and only grows (no allocation once warm).
 // Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
-void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-            int64_t y_stride, ThreadPool& pool);
+void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
+            ThreadPool& pool);
 
 // Several weights applied to the same input (Q/K/V, gate/up): the
 // activations are quantized once and all rows split across the pool in one

@@ -13,8 +13,7 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t n, float ep
 void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
   const int32_t half = p.rot_dim / 2;
   for (int32_t i = 0; i < half; ++i) {
-    double theta = pos * p.freq_scale * std::pow(static_cast<double>(p.freq_base),
-                                                 -2.0 * i / p.rot_dim);
+    double theta = pos * p.freq_scale * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
     if (p.freq_factors) theta /= p.freq_factors[i];
     const float c = static_cast<float>(std::cos(theta));
     const float s = static_cast<float>(std::sin(theta));

@@ -16,9 +16,9 @@ enum class RopeStyle {
 
 struct RopeParams {
   RopeStyle style = RopeStyle::kInterleaved;
-  int32_t rot_dim = 0;          // rotated dims per head (<= head_dim)
+  int32_t rot_dim = 0;  // rotated dims per head (<= head_dim)
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;      // linear scaling: position * freq_scale
+  float freq_scale = 1.0f;              // linear scaling: position * freq_scale
   const float* freq_factors = nullptr;  // optional, rot_dim/2 divisors (llama3)
 };
 

@@ -37,8 +37,9 @@ bool repack_enabled() {
   const bool on = v == nullptr || std::strcmp(v, "0") != 0;
   if (!on) {
     static const bool warned = [] {
-      std::fprintf(stderr, "pagoda: PAGODA_REPACK=0: weights stay in the file layout and matmul runs the scalar "
-                           "reference kernels (slow)\n");
+      std::fprintf(stderr,
+                   "pagoda: PAGODA_REPACK=0: weights stay in the file layout and matmul runs the scalar "
+                   "reference kernels (slow)\n");
       return true;
     }();
     (void)warned;

@@ -14,9 +14,7 @@ BlockPool::BlockPool(int32_t num_blocks) {
   for (int32_t i = num_blocks - 1; i >= 0; --i) free_list_.push_back(i);
 }
 
-void BlockPool::check_id(BlockId id) const {
-  PAGODA_CHECK(id.value >= 0 && id.value < num_blocks());
-}
+void BlockPool::check_id(BlockId id) const { PAGODA_CHECK(id.value >= 0 && id.value < num_blocks()); }
 
 std::optional<BlockId> BlockPool::allocate() {
   if (free_list_.empty()) return std::nullopt;

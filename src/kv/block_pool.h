@@ -12,7 +12,6 @@
 
 namespace pagoda {
 
-
 class BlockPool {
  public:
   explicit BlockPool(int32_t num_blocks);

@@ -19,8 +19,7 @@ Status KVCacheManager::validate_config(int64_t num_blocks, int64_t block_size) {
   }
   if (num_blocks < 0 || num_blocks > INT32_MAX / block_size) {
     return invalid_argument("number of KV blocks must be in [0, " + std::to_string(INT32_MAX / block_size) +
-                            "] for block size " + std::to_string(block_size) + ", got " +
-                            std::to_string(num_blocks));
+                            "] for block size " + std::to_string(block_size) + ", got " + std::to_string(num_blocks));
   }
   return Status::ok();
 }
@@ -76,7 +75,6 @@ void KVCacheManager::decref(BlockId b) {
   pool_.decref(b);
   if (prefix_) prefix_->on_ref_changed(b);
 }
-
 
 bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   int32_t need = num_blocks_needed(seq, num_total_tokens);
@@ -181,7 +179,7 @@ std::optional<BlockCopy> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
   PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(it->second.table.size()));
   const BlockId src = it->second.table[pos / block_size_];
   if (pool_.ref_count(src) <= 1) return std::nullopt;
-  PAGODA_CHECK(ensure_free(1));  // callers ask num_cow_blocks_needed first
+  PAGODA_CHECK(ensure_free(1));                   // callers ask num_cow_blocks_needed first
   std::optional<BlockId> dst = pool_.allocate();  // a free block, never a cached one
   PAGODA_CHECK(dst.has_value());
   seqs_.at(seq).table[pos / block_size_] = *dst;
@@ -228,13 +226,15 @@ Status KVCacheManager::check_invariants() const {
     int32_t rc = pool_.ref_count(BlockId{b});
     if (rc != holders[b]) {
       return internal_error("block " + std::to_string(b) + " has ref count " + std::to_string(rc) + " but " +
-                            std::to_string(holders[b]) + " table/cache references" + (rc > holders[b] ? " (leak)" : ""));
+                            std::to_string(holders[b]) + " table/cache references" +
+                            (rc > holders[b] ? " (leak)" : ""));
     }
   }
   PAGODA_RETURN_IF_ERROR(host_pool_.check_invariants());
   std::vector<int32_t> host_holders(host_pool_.num_blocks(), 0);
   for (const auto& [id, s] : swapped_) {
-    if (seqs_.count(id)) return internal_error("sequence " + std::to_string(id.value) + " is both swapped and resident");
+    if (seqs_.count(id))
+      return internal_error("sequence " + std::to_string(id.value) + " is both swapped and resident");
     for (BlockId h : s.table) ++host_holders.at(h.value);
   }
   for (int32_t h = 0; h < host_pool_.num_blocks(); ++h)

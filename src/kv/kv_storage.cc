@@ -57,8 +57,8 @@ Status KVStorage::validate(int32_t num_layers, int32_t num_blocks, int32_t block
   return Status::ok();
 }
 
-KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
-                     int32_t head_dim, DType dtype, std::nothrow_t)
+KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
+                     DType dtype, std::nothrow_t)
     : num_layers_(num_layers),
       num_blocks_(num_blocks),
       block_size_(block_size),
@@ -72,8 +72,8 @@ KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size,
   if (k_ != nullptr) v_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
 }
 
-KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
-                     int32_t head_dim, DType dtype)
+KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
+                     DType dtype)
     : KVStorage(num_layers, num_blocks, block_size, num_kv_heads, head_dim, dtype, std::nothrow) {
   // A bad shape may have produced a wrapped size above; it is caught here
   // before the memory is used.

@@ -24,8 +24,7 @@ class KVStorage {
   KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
             DType dtype = DType::kF32);
   static Result<std::unique_ptr<KVStorage>> create(int32_t num_layers, int32_t num_blocks, int32_t block_size,
-                                                   int32_t num_kv_heads, int32_t head_dim,
-                                                   DType dtype = DType::kF32);
+                                                   int32_t num_kv_heads, int32_t head_dim, DType dtype = DType::kF32);
 
   KVStorage(const KVStorage&) = delete;
   KVStorage& operator=(const KVStorage&) = delete;

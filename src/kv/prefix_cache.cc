@@ -1,9 +1,10 @@
 #include "kv/prefix_cache.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <string>
 #include <unordered_map>
-#include <xxhash.h>
 
 #include "core/check.h"
 
@@ -14,8 +15,8 @@ struct PrefixCache::Node {
   BlockId block;
   Node* parent = nullptr;
   uint64_t last_access = 0;
-  bool pinned = false;                // a sequence holds the block too
-  int32_t num_blocked_children = 0;   // children that are pinned or have a pinned descendant
+  bool pinned = false;               // a sequence holds the block too
+  int32_t num_blocked_children = 0;  // children that are pinned or have a pinned descendant
   // Children by hash of their block's tokens; collisions share a bucket.
   std::unordered_multimap<uint64_t, std::unique_ptr<Node>> children;
 
@@ -216,12 +217,14 @@ Status PrefixCache::check_invariants() const {
     blocked += subtree_blocked[x] ? 1 : 0;
     if (x->is_lru_leaf()) {
       ++leaves;
-      if (!lru_leaves_.count({x->last_access, const_cast<Node*>(x)})) return internal_error(name + ": evictable leaf not in the LRU set");
+      if (!lru_leaves_.count({x->last_access, const_cast<Node*>(x)}))
+        return internal_error(name + ": evictable leaf not in the LRU set");
     }
   }
   if (count != num_nodes_) return internal_error("prefix cache node count mismatch");
   if (blocked != num_blocked_) return internal_error("prefix cache blocked count mismatch");
-  if (leaves != static_cast<int32_t>(lru_leaves_.size())) return internal_error("prefix cache LRU set has stale entries");
+  if (leaves != static_cast<int32_t>(lru_leaves_.size()))
+    return internal_error("prefix cache LRU set has stale entries");
   int32_t indexed = 0;
   for (const Node* n : node_of_block_) indexed += n ? 1 : 0;
   if (indexed != num_nodes_) return internal_error("prefix cache block index has stale entries");

@@ -87,9 +87,9 @@ class PrefixCache {
   int32_t num_nodes_ = 0;
   int32_t num_blocked_ = 0;
   int64_t num_evictions_ = 0;
-  uint64_t clock_ = 0;                 // LRU time: bumped on every match/insert
-  std::vector<Node*> node_of_block_;   // by block id; null when not cached
-  std::set<LruKey> lru_leaves_;        // unpinned leaves by last access
+  uint64_t clock_ = 0;                // LRU time: bumped on every match/insert
+  std::vector<Node*> node_of_block_;  // by block id; null when not cached
+  std::set<LruKey> lru_leaves_;       // unpinned leaves by last access
 };
 
 }  // namespace pagoda

@@ -13,7 +13,7 @@ namespace pagoda {
 struct SeqSlice {
   int32_t token_begin = 0;  // first index into ForwardBatch::tokens
   int32_t num_tokens = 0;
-  int32_t kv_len = 0;       // tokens in the cache after this step's writes
+  int32_t kv_len = 0;                    // tokens in the cache after this step's writes
   const BlockId* block_table = nullptr;  // kernels read K/V through it
 };
 

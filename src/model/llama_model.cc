@@ -35,8 +35,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
   m->config_ = cfg;
   m->file_ = &file;
 
-  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out,
-                    kernels::WeightView* out) -> Status {
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, kernels::WeightView* out) -> Status {
     const auto* t = file.tensor(name);
     if (!t) return invalid_argument("model lacks tensor '" + name + "'");
     if (t->dims.size() != 2 || t->dims[0] != n_in || t->dims[1] != n_out)
@@ -62,8 +61,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
       return unimplemented("tensor '" + name + "' must be f32/f16/bf16");
     auto& copy = m->f32_copies_.emplace_back(n);
     const auto* src = reinterpret_cast<const uint16_t*>(t->data);
-    for (int64_t i = 0; i < n; ++i)
-      copy[i] = t->type == DType::kF16 ? fp16_to_fp32(src[i]) : bf16_to_fp32(src[i]);
+    for (int64_t i = 0; i < n; ++i) copy[i] = t->type == DType::kF16 ? fp16_to_fp32(src[i]) : bf16_to_fp32(src[i]);
     *out = copy.data();
     return Status::ok();
   };
@@ -100,8 +98,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
 size_t LlamaModel::weight_bytes() const {
   size_t b = output_.row_bytes() * output_.n_out;
   for (const auto& l : layers_)
-    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      b += w->row_bytes() * w->n_out;
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) b += w->row_bytes() * w->n_out;
   return b;
 }
 
@@ -132,8 +129,7 @@ void LlamaModel::ensure_workspace(int64_t n) {
   ws_.up.resize(n * c.ffn_size);
 }
 
-void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool,
-                                 int32_t il) {
+void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   const Layer& l = layers_[il];
@@ -168,8 +164,8 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     }
   });
 
-  kernels::PagedKVView view{kv.k_data(il), kv.v_data(il), kv.block_size(), c.num_kv_heads,
-                            c.head_dim, kv.block_stride(), kv.dtype() == DType::kF16};
+  kernels::PagedKVView view{kv.k_data(il), kv.v_data(il),     kv.block_size(),          c.num_kv_heads,
+                            c.head_dim,    kv.block_stride(), kv.dtype() == DType::kF16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // One work item per (sequence, kv head): GQA groups stay on one thread.
   const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.num_kv_heads;
@@ -178,11 +174,11 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     for (int64_t item = ti; item < num_items; item += nt) {
       const SeqSlice& s = batch.seqs[item / c.num_kv_heads];
       const int32_t head = static_cast<int32_t>(item % c.num_kv_heads);
-      const size_t need = kernels::paged_attention_scratch_floats(s.num_tokens, c.num_heads, c.head_dim,
-                                                                  kv.block_size());
+      const size_t need =
+          kernels::paged_attention_scratch_floats(s.num_tokens, c.num_heads, c.head_dim, kv.block_size());
       if (scratch.size() < need) scratch.resize(need);
-      kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}],
-                               c.q_dim(), &batch.positions[s.token_begin], s.num_tokens, c.num_heads, scale,
+      kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
+                               &batch.positions[s.token_begin], s.num_tokens, c.num_heads, scale,
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1,
                                scratch.data());
     }
@@ -212,7 +208,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     const int64_t stride[] = {c.ffn_size, c.ffn_size};
     kernels::matmul_fused(w, 2, ws_.h.data(), c.hidden_size, n, y, stride, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-      kernels::swiglu(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], &ws_.gate[t0 * c.ffn_size], (t1 - t0) * c.ffn_size);
+      kernels::swiglu(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], &ws_.gate[t0 * c.ffn_size],
+                      (t1 - t0) * c.ffn_size);
     });
     kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {

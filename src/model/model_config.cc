@@ -11,7 +11,8 @@ Status require_int(const gguf::GGUFFile& f, const std::string& key, int32_t* out
     if (!required) return Status::ok();
     return invalid_argument("model metadata lacks '" + key + "'");
   }
-  if (*v <= 0 || *v > (1 << 30)) return invalid_argument("model metadata '" + key + "' out of range: " + std::to_string(*v));
+  if (*v <= 0 || *v > (1 << 30))
+    return invalid_argument("model metadata '" + key + "' out of range: " + std::to_string(*v));
   *out = static_cast<int32_t>(*v);
   return Status::ok();
 }
@@ -41,7 +42,8 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.key_length", &c.head_dim, false));
   c.rope_dim = c.head_dim;
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "rope.dimension_count", &c.rope_dim, false));
-  if (c.rope_dim > c.head_dim || c.rope_dim % 2) return invalid_argument("rope.dimension_count must be even and <= head dim");
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2)
+    return invalid_argument("rope.dimension_count must be even and <= head dim");
   if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
   if (auto base = f.get_float(p + "rope.freq_base")) c.rope_freq_base = static_cast<float>(*base);
   if (auto type = f.get_string(p + "rope.scaling.type")) {

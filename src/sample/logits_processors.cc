@@ -35,8 +35,8 @@ float max_logit_of(const float* logits, int32_t n) {
   return m;
 }
 
-void apply_repetition(float penalty, std::span<const int32_t> tokens, float* logits,
-                      int32_t vocab_size, std::vector<int32_t>& seen) {
+void apply_repetition(float penalty, std::span<const int32_t> tokens, float* logits, int32_t vocab_size,
+                      std::vector<int32_t>& seen) {
   for (int32_t t : tokens) {
     if (!in_vocab(t, vocab_size) || seen[t]) continue;
     seen[t] = 1;
@@ -52,16 +52,14 @@ void clear_marks(std::span<const int32_t> tokens, int32_t vocab_size, std::vecto
 
 }  // namespace
 
-void apply_logit_bias(std::span<const std::pair<int32_t, float>> bias, float* logits,
-                      int32_t vocab_size) {
+void apply_logit_bias(std::span<const std::pair<int32_t, float>> bias, float* logits, int32_t vocab_size) {
   for (const auto& [token, value] : bias) {
     if (in_vocab(token, vocab_size)) logits[token] += value;
   }
 }
 
-void apply_penalties(const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, float* logits, int32_t vocab_size,
-                     std::vector<int32_t>& scratch) {
+void apply_penalties(const SamplingParams& params, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                     float* logits, int32_t vocab_size, std::vector<int32_t>& scratch) {
   if (!params.has_penalties()) return;
   if (scratch.size() < static_cast<size_t>(vocab_size)) scratch.resize(vocab_size, 0);
 
@@ -79,8 +77,7 @@ void apply_penalties(const SamplingParams& params, std::span<const int32_t> prom
     // the count, which both dedups and restores the all-zero invariant.
     for (int32_t t : output) {
       if (!in_vocab(t, vocab_size) || scratch[t] == 0) continue;
-      logits[t] -= params.frequency_penalty * static_cast<float>(scratch[t]) +
-                   params.presence_penalty;
+      logits[t] -= params.frequency_penalty * static_cast<float>(scratch[t]) + params.presence_penalty;
       scratch[t] = 0;
     }
   }
@@ -115,8 +112,7 @@ float log_softmax_value(float logit, float lse) {
   return logit - lse;
 }
 
-void top_n_logprobs(const float* logits, int32_t vocab_size, int32_t n, float lse,
-                    std::vector<TokenLogprob>& out) {
+void top_n_logprobs(const float* logits, int32_t vocab_size, int32_t n, float lse, std::vector<TokenLogprob>& out) {
   out.clear();
   n = std::min(n, vocab_size);
   if (n <= 0) return;

@@ -19,8 +19,7 @@ struct TokenLogprob {
 };
 
 // logits[token] += bias for each entry (repeated tokens add up).
-void apply_logit_bias(std::span<const std::pair<int32_t, float>> bias, float* logits,
-                      int32_t vocab_size);
+void apply_logit_bias(std::span<const std::pair<int32_t, float>> bias, float* logits, int32_t vocab_size);
 
 // Applies, in this order (as vLLM does):
 //   repetition: each distinct token of prompt+output:
@@ -29,9 +28,8 @@ void apply_logit_bias(std::span<const std::pair<int32_t, float>> bias, float* lo
 //               logit -= frequency_penalty * c + presence_penalty
 // `scratch` must hold vocab_size zeros (or be empty: it is then sized); it is
 // left all-zero, so one buffer serves any number of calls in O(history).
-void apply_penalties(const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, float* logits, int32_t vocab_size,
-                     std::vector<int32_t>& scratch);
+void apply_penalties(const SamplingParams& params, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                     float* logits, int32_t vocab_size, std::vector<int32_t>& scratch);
 
 // Index of the largest logit, lowest id on ties; -1 if no logit is > -inf.
 int32_t argmax_logit(const float* logits, int32_t vocab_size);
@@ -46,7 +44,6 @@ float log_softmax_value(float logit, float lse);
 
 // The n best tokens by logit (descending, lowest id first on ties) with their
 // log-softmax values; n is clamped to vocab_size. Reuses `out`'s storage.
-void top_n_logprobs(const float* logits, int32_t vocab_size, int32_t n, float lse,
-                    std::vector<TokenLogprob>& out);
+void top_n_logprobs(const float* logits, int32_t vocab_size, int32_t n, float lse, std::vector<TokenLogprob>& out);
 
 }  // namespace pagoda

@@ -43,8 +43,7 @@ std::vector<Candidate>& candidate_buffer() {
 
 // Appends every token with logit > -inf (NaN excluded), keeping only the
 // top_k best when top_k > 0; returns the largest logit (-inf if none).
-float collect_top_k(const float* logits, int32_t vocab_size, int32_t top_k,
-                    std::vector<Candidate>& cands) {
+float collect_top_k(const float* logits, int32_t vocab_size, int32_t top_k, std::vector<Candidate>& cands) {
   float max_logit = -kInf;
   for (int32_t i = 0; i < vocab_size; ++i) {
     const float l = logits[i];
@@ -63,8 +62,7 @@ float collect_top_k(const float* logits, int32_t vocab_size, int32_t top_k,
 
 // Same result as collect_top_k for small k, in about one pass and without a
 // vocabulary-sized buffer: a bounded heap whose front is the worst kept.
-float collect_top_k_by_heap(const float* logits, int32_t vocab_size, int32_t top_k,
-                            std::vector<Candidate>& cands) {
+float collect_top_k_by_heap(const float* logits, int32_t vocab_size, int32_t top_k, std::vector<Candidate>& cands) {
   const size_t k = static_cast<size_t>(top_k);
   for (int32_t i = 0; i < vocab_size; ++i) {
     const Candidate c{logits[i], 0.0f, i};
@@ -123,8 +121,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t vocab_size)
   PAGODA_CHECK(params_.validate(vocab_size_).is_ok());
 }
 
-void Sampler::process_logits(float* logits, std::span<const int32_t> prompt,
-                             std::span<const int32_t> output) {
+void Sampler::process_logits(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output) {
   apply_logit_bias(params_.logit_bias, logits, vocab_size_);
   apply_penalties(params_, prompt, output, logits, vocab_size_, scratch().penalty_counts);
 }
@@ -188,8 +185,7 @@ void Sampler::fill_logprobs(const float* logits, SampleResult& result) const {
   if (params_.logprobs > 0) top_n_logprobs(logits, vocab_size_, params_.logprobs, lse, result.top);
 }
 
-SampleResult Sampler::sample(float* logits, std::span<const int32_t> prompt,
-                             std::span<const int32_t> output) {
+SampleResult Sampler::sample(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output) {
   process_logits(logits, prompt, output);
   const double total = build_distribution(logits);
   SampleResult result;
@@ -199,7 +195,7 @@ SampleResult Sampler::sample(float* logits, std::span<const int32_t> prompt,
 }
 
 SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
-                                  int32_t draft, bool* accepted) {
+                                   int32_t draft, bool* accepted) {
   process_logits(logits, prompt, output);
   const double total = build_distribution(logits);
   const std::vector<Candidate>& cands = candidate_buffer();
@@ -234,8 +230,8 @@ SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> promp
   return result;
 }
 
-void Sampler::probabilities(const float* logits, std::span<const int32_t> prompt,
-                            std::span<const int32_t> output, std::vector<float>& probs) {
+void Sampler::probabilities(const float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                            std::vector<float>& probs) {
   std::vector<float>& copy = scratch().logits;
   copy.assign(logits, logits + vocab_size_);
   process_logits(copy.data(), prompt, output);
@@ -246,9 +242,7 @@ void Sampler::probabilities(const float* logits, std::span<const int32_t> prompt
   }
 }
 
-double Sampler::next_uniform() {
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-}
+double Sampler::next_uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 int32_t Sampler::sample_from_weights(std::span<const float> weights) {
   auto usable = [](float w) { return w > 0.0f && w < kInf; };  // skips NaN too
@@ -268,8 +262,7 @@ int32_t Sampler::sample_from_weights(std::span<const float> weights) {
 }
 
 void compute_probs(const SamplingParams& params, int32_t vocab_size, const float* logits,
-                   std::span<const int32_t> prompt, std::span<const int32_t> output,
-                   std::vector<float>& out_probs) {
+                   std::span<const int32_t> prompt, std::span<const int32_t> output, std::vector<float>& out_probs) {
   SamplingParams seeded = params;
   seeded.seed = 0;  // no randomness is used; skip random_device
   Sampler(seeded, vocab_size).probabilities(logits, prompt, output, out_probs);

@@ -56,8 +56,7 @@ class Sampler {
 
   // logits: vocab_size floats, modified in place (pass a scratch copy).
   // prompt/output: the sequence's token history, for penalties.
-  SampleResult sample(float* logits, std::span<const int32_t> prompt,
-                      std::span<const int32_t> output);
+  SampleResult sample(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
 
   // Exact verification of one proposed token (speculative decoding, the
   // rejection rule of Leviathan et al. / Chen et al.) for a deterministic
@@ -72,8 +71,8 @@ class Sampler {
   // The exact distribution `sample` draws from for these logits (one-hot for
   // greedy), written to probs (resized to vocab_size, sums to 1). logits are
   // not modified. Consumes no randomness.
-  void probabilities(const float* logits, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, std::vector<float>& probs);
+  void probabilities(const float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                     std::vector<float>& probs);
 
   // Uniform double in [0, 1) from this sampler's RNG (53 random bits; the
   // same on every platform for a given seed).
@@ -88,8 +87,7 @@ class Sampler {
   int32_t vocab_size() const { return vocab_size_; }
 
  private:
-  void process_logits(float* logits, std::span<const int32_t> prompt,
-                      std::span<const int32_t> output);
+  void process_logits(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output);
   // Fills the thread's candidate list with the kept tokens and their weights
   // (one candidate of weight 1 for greedy); returns the total weight.
   double build_distribution(const float* logits);
@@ -105,7 +103,6 @@ class Sampler {
 // Convenience form of Sampler::probabilities for one-off use (allocates a
 // Sampler; prefer a long-lived Sampler on hot paths).
 void compute_probs(const SamplingParams& params, int32_t vocab_size, const float* logits,
-                   std::span<const int32_t> prompt, std::span<const int32_t> output,
-                   std::vector<float>& out_probs);
+                   std::span<const int32_t> prompt, std::span<const int32_t> output, std::vector<float>& out_probs);
 
 }  // namespace pagoda

@@ -47,13 +47,12 @@ Status SamplingParams::validate(int32_t vocab_size) const {
     return bad("frequency_penalty", fmt(frequency_penalty), "in [-2, 2]");
   }
   if (logprobs < -1 || logprobs > kMaxLogprobs) {
-    return bad("logprobs", std::to_string(logprobs),
-               "in [0, " + std::to_string(kMaxLogprobs) + "], or -1 for none");
+    return bad("logprobs", std::to_string(logprobs), "in [0, " + std::to_string(kMaxLogprobs) + "], or -1 for none");
   }
   for (const auto& [token, bias] : logit_bias) {
     if (token < 0 || token >= vocab_size) {
-      return invalid_argument("logit_bias token id " + std::to_string(token) +
-                              " is out of range [0, " + std::to_string(vocab_size) + ")");
+      return invalid_argument("logit_bias token id " + std::to_string(token) + " is out of range [0, " +
+                              std::to_string(vocab_size) + ")");
     }
     if (std::isnan(bias) || bias == INFINITY) {
       return invalid_argument("logit_bias for token " + std::to_string(token) +

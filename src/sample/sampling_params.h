@@ -36,8 +36,7 @@ struct SamplingParams {
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
   bool has_penalties() const {
-    return repetition_penalty != 1.0f || presence_penalty != 0.0f ||
-           frequency_penalty != 0.0f;
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
 
   // Ok, or kInvalidArgument naming the offending field and its value.

@@ -30,8 +30,8 @@ void Scheduler::add_running(Sequence* seq) {
 }
 
 int32_t Scheduler::num_waiting() const {
-  return static_cast<int32_t>(std::count_if(waiting_.begin(), waiting_.end(),
-                                            [](const Sequence* s) { return !s->swapped; }));
+  return static_cast<int32_t>(
+      std::count_if(waiting_.begin(), waiting_.end(), [](const Sequence* s) { return !s->swapped; }));
 }
 
 int32_t Scheduler::num_swapped() const { return static_cast<int32_t>(waiting_.size()) - num_waiting(); }
@@ -79,7 +79,7 @@ Sequence* Scheduler::pick_victim() const {
     const bool later = config_.policy == SchedPolicy::kPriority && s->priority != victim->priority
                            ? s->priority > victim->priority
                            : (s->arrival_time != victim->arrival_time ? s->arrival_time > victim->arrival_time
-                                                                       : victim->request_id < s->request_id);
+                                                                      : victim->request_id < s->request_id);
     if (later) victim = s;
   }
   return victim;
@@ -184,8 +184,7 @@ SchedulerOutput Scheduler::schedule(double now) {
     std::stable_sort(waiting_.begin(), waiting_.end(),
                      [&](const Sequence* a, const Sequence* b) { return waits_before(a, b, now); });
     size_t taken = 0;
-    for (; taken < waiting_.size() && budget > 0 &&
-           static_cast<int32_t>(running_.size()) < config_.max_num_seqs;
+    for (; taken < waiting_.size() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs;
          ++taken) {
       Sequence* seq = waiting_[taken];
       const int32_t num_new = admit(seq, budget, out);

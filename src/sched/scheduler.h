@@ -29,7 +29,7 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step
   int32_t max_num_seqs = 256;             // running sequences at once
   SchedPolicy policy = SchedPolicy::kFcfs;
-  double sjf_aging_s = 10.0;              // SJF/LPM: waiting longer than this goes first
+  double sjf_aging_s = 10.0;  // SJF/LPM: waiting longer than this goes first
   PreemptMode preempt_mode = PreemptMode::kRecompute;
 };
 

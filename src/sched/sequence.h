@@ -34,9 +34,9 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
-  bool swapped = false;            // preempted with its K/V in the host tier
-  int32_t num_cached_tokens = 0;   // prompt tokens served by the prefix cache (last admission)
-  int32_t sort_key = 0;  // scratch for the scheduler's policy ordering
+  bool swapped = false;           // preempted with its K/V in the host tier
+  int32_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache (last admission)
+  int32_t sort_key = 0;           // scratch for the scheduler's policy ordering
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -24,7 +24,10 @@ ApiError api_error_from_status(const Status& st, std::string param) {
   e.param = std::move(param);
   switch (st.code()) {
     case StatusCode::kOutOfRange: e.code = "context_length_exceeded"; break;
-    case StatusCode::kNotFound: e.type = "not_found_error"; e.code = "model_not_found"; break;
+    case StatusCode::kNotFound:
+      e.type = "not_found_error";
+      e.code = "model_not_found";
+      break;
     case StatusCode::kUnimplemented: e.type = "unprocessable_entity_error"; break;
     case StatusCode::kResourceExhausted:
       e.type = "rate_limit_error";

@@ -13,8 +13,8 @@ struct ApiError {
   int http_status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;  // "" -> null
-  std::string code;   // "" -> null
+  std::string param;      // "" -> null
+  std::string code;       // "" -> null
   int retry_after_s = 0;  // > 0: send a Retry-After header (429 / 503)
 };
 

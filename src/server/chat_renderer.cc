@@ -27,11 +27,10 @@ Result<std::string> ChatRenderer::render(const nlohmann::ordered_json& messages,
                                          const nlohmann::ordered_json& extra) const {
   auto out = impl_->tmpl.render(messages, add_generation_prompt, bos_, eos_, tools, extra);
   if (!out.is_ok())
-    return Status(StatusCode::kUnimplemented, "the chat template cannot render these messages: " +
-                                                  out.status().message());
+    return Status(StatusCode::kUnimplemented,
+                  "the chat template cannot render these messages: " + out.status().message());
   return std::move(out).value();
 }
-
 
 ChatRenderer::~ChatRenderer() = default;
 

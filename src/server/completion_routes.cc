@@ -58,8 +58,9 @@ void respond_whole(Job& job, httplib::Response& res) {
     if (c.finish_reason == FinishReason::kError)
       return send_error(res, api_error_from_status(internal_error("generation failed: " + c.error)));
     if (c.finish_reason == FinishReason::kAbort)
-      return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "the request was aborted "
-                                                                                    "(the server is shutting down)")));
+      return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable,
+                                                          "the request was aborted "
+                                                          "(the server is shutting down)")));
     c.text = job.echo[static_cast<size_t>(c.index)] + c.text;
     job.usage.completion_tokens += c.num_output_tokens;
   }
@@ -121,18 +122,19 @@ bool stream_body(Job& job, httplib::DataSink& sink) {
 
 void run_job(std::shared_ptr<Job> job, std::vector<RequestSpec> specs, httplib::Response& res) {
   if (specs.size() > kMaxChoicesPerRequest)
-    return send_error(res, bad_request("too many choices in one request (prompts x n > " +
-                                       std::to_string(kMaxChoicesPerRequest) + ")", "n"));
+    return send_error(
+        res, bad_request(
+                 "too many choices in one request (prompts x n > " + std::to_string(kMaxChoicesPerRequest) + ")", "n"));
   auto streams = submit_choices(job->st->engine, std::move(specs));
-  if (!streams.is_ok()) return send_error(res, api_error_from_status(streams.status(), job->chat ? "messages" : "prompt"));
+  if (!streams.is_ok())
+    return send_error(res, api_error_from_status(streams.status(), job->chat ? "messages" : "prompt"));
   job->streams = std::move(streams).value();
   job->meta.created = std::time(nullptr);
   if (!job->gen.stream) return respond_whole(*job, res);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [job](size_t, httplib::DataSink& sink) { return stream_body(*job, sink); },
+      "text/event-stream", [job](size_t, httplib::DataSink& sink) { return stream_body(*job, sink); },
       [job](bool success) {
         // The provider never ran (the client left first): free the requests.
         if (!success) {
@@ -156,8 +158,9 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
   job->logprobs = cr.logprobs;
   job->meta = {st.new_response_id("cmpl"), 0, st.config.served_model_name};
   if (cr.prompts.size() * static_cast<size_t>(cr.gen.n) > kMaxChoicesPerRequest)
-    return send_error(res, bad_request("too many choices in one request (prompts x n > " +
-                                       std::to_string(kMaxChoicesPerRequest) + ")", "n"));
+    return send_error(
+        res, bad_request(
+                 "too many choices in one request (prompts x n > " + std::to_string(kMaxChoicesPerRequest) + ")", "n"));
   const Tokenizer& tok = st.engine.tokenizer();
   std::vector<RequestSpec> specs;
   for (const PromptInput& p : cr.prompts) {

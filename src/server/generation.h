@@ -44,8 +44,7 @@ struct StreamCallbacks {
 
 // Forwards outputs until every choice has finished (true), or a callback
 // reports the client gone (false): then aborts the unfinished choices.
-bool stream_choices(AsyncEngine& engine, const Streams& streams, ServerMetrics& metrics,
-                    const StreamCallbacks& cb);
+bool stream_choices(AsyncEngine& engine, const Streams& streams, ServerMetrics& metrics, const StreamCallbacks& cb);
 
 // Aborts unfinished streams and drains them (records them in the metrics).
 void abort_choices(AsyncEngine& engine, const Streams& streams, const std::vector<bool>& finished,

@@ -20,7 +20,7 @@ void sample(std::string* out, const std::string& name, const std::string& labels
   *out += name + "{" + labels + "} " + num(v) + "\n";
 }
 
-const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
                                              0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 const std::vector<double> kTokenBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
                                            0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5};
@@ -92,7 +92,8 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   gauge("num_requests_swapped", "Requests preempted to the host swap tier.", s.num_swapped);
   gauge("kv_cache_usage_perc", "KV cache usage (1 = full).", s.kv_usage);
   gauge("kv_cache_total_blocks", "KV cache blocks in the pool.", s.num_kv_blocks);
-  gauge("kv_cache_free_blocks", "KV cache blocks an allocation can get now (free plus evictable prefix-cache blocks).", s.num_available_kv_blocks);
+  gauge("kv_cache_free_blocks", "KV cache blocks an allocation can get now (free plus evictable prefix-cache blocks).",
+        s.num_available_kv_blocks);
   gauge("prefix_cache_hit_rate", "Prompt tokens served by the prefix cache / prompt tokens computed.",
         s.stats.prefix_cache_hit_rate());
   gauge("prefix_cache_blocks", "KV blocks held by the prefix cache (free blocks include the evictable ones).",
@@ -112,8 +113,7 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
         s.stats.spec_mean_accepted_len());
   std::lock_guard<std::mutex> lock(mu_);
   counter("prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(prompt_tokens_));
-  counter("generation_tokens_total", "Generated tokens of finished requests.",
-          static_cast<double>(generation_tokens_));
+  counter("generation_tokens_total", "Generated tokens of finished requests.", static_cast<double>(generation_tokens_));
   header(&out, "pagoda:request_success_total", "counter", "Finished requests by finish reason.");
   for (const char* r : {"stop", "length", "abort", "error"}) {
     auto it = finished_by_reason_.find(r);
@@ -124,7 +124,11 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   for (const auto& [status, n] : http_by_status_)
     sample(&out, "pagoda:http_responses_total", labels_ + ",status=\"" + std::to_string(status) + "\"",
            static_cast<double>(n));
-  struct H { const char* name; const char* help; const Histogram& h; };
+  struct H {
+    const char* name;
+    const char* help;
+    const Histogram& h;
+  };
   for (const H& h : {H{"time_to_first_token_seconds", "Time to first token.", ttft_},
                      H{"time_per_output_token_seconds", "Time per output token after the first.", tpot_},
                      H{"e2e_request_latency_seconds", "Arrival to last token.", e2e_},

@@ -60,10 +60,14 @@ MaybeError parse_logit_bias(const FieldReader& r, SamplingParams* sp) {
 // Fields accepted for compatibility but unused: only their types are checked.
 MaybeError check_ignored_fields(const FieldReader& r) {
   static const std::pair<const char*, json::value_t> kIgnored[] = {
-      {"user", json::value_t::string},          {"suffix", json::value_t::string},
-      {"response_format", json::value_t::object}, {"tool_choice", json::value_t::string},
-      {"parallel_tool_calls", json::value_t::boolean}, {"service_tier", json::value_t::string},
-      {"metadata", json::value_t::object},      {"store", json::value_t::boolean},
+      {"user", json::value_t::string},
+      {"suffix", json::value_t::string},
+      {"response_format", json::value_t::object},
+      {"tool_choice", json::value_t::string},
+      {"parallel_tool_calls", json::value_t::boolean},
+      {"service_tier", json::value_t::string},
+      {"metadata", json::value_t::object},
+      {"store", json::value_t::boolean},
   };
   for (const auto& [key, type] : kIgnored) {
     if (std::string(key) == "tool_choice" && r.find(key) && r.find(key)->is_object()) continue;
@@ -169,9 +173,9 @@ MaybeError flatten_content(nlohmann::ordered_json& msg, size_t index) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       return bad_request("'" + where + "' parts must be objects with a 'type'", where);
     if (part["type"] != "text") {
-      ApiError e = bad_request("content part type '" + part["type"].get<std::string>() +
-                                   "' is not supported by this model (text only)",
-                               where);
+      ApiError e = bad_request(
+          "content part type '" + part["type"].get<std::string>() + "' is not supported by this model (text only)",
+          where);
       e.http_status = 422;
       return e;
     }
@@ -217,8 +221,8 @@ MaybeError parse_chat_request(const json& body, ChatRequest* out) {
     static const char* kRoles[] = {"system", "user", "assistant", "tool", "developer", "function"};
     bool known = false;
     for (const char* role : kRoles) known = known || m["role"] == role;
-    if (!known) return bad_request("'" + where + ".role' '" + m["role"].get<std::string>() + "' is unknown",
-                                   where + ".role");
+    if (!known)
+      return bad_request("'" + where + ".role' '" + m["role"].get<std::string>() + "' is unknown", where + ".role");
     if (auto e = flatten_content(m, i)) return e;
   }
   if (const json* tools = r.find("tools")) {
@@ -260,9 +264,9 @@ Result<std::vector<RequestSpec>> make_choice_specs(const GenerationParams& p, co
   int64_t max_tokens = p.max_tokens ? *p.max_tokens : (default_max_tokens > 0 ? default_max_tokens : room);
   if (!p.max_tokens) max_tokens = std::min(max_tokens, room);
   if (prompt_len + max_tokens > max_model_len)
-    return out_of_range("this model's maximum context length is " + std::to_string(max_model_len) +
-                        " tokens, but " + std::to_string(prompt_len) + " prompt tokens and " +
-                        std::to_string(max_tokens) + " max_tokens were requested");
+    return out_of_range("this model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
+                        std::to_string(prompt_len) + " prompt tokens and " + std::to_string(max_tokens) +
+                        " max_tokens were requested");
   std::vector<RequestSpec> specs(static_cast<size_t>(p.n), p.base);
   for (int32_t i = 0; i < p.n; ++i) {
     RequestSpec& s = specs[static_cast<size_t>(i)];

@@ -15,12 +15,12 @@ namespace pagoda::server {
 
 // Fields shared by /v1/completions and /v1/chat/completions.
 struct GenerationParams {
-  std::string model;                 // "" when absent
+  std::string model;                  // "" when absent
   std::optional<int32_t> max_tokens;  // absent: the route's default
   int32_t n = 1;
   bool stream = false;
-  bool include_usage = false;        // stream_options.include_usage
-  RequestSpec base;                  // sampling, stop, stop ids, ignore_eos, priority
+  bool include_usage = false;  // stream_options.include_usage
+  RequestSpec base;            // sampling, stop, stop ids, ignore_eos, priority
 };
 
 // A completion prompt: text, or token ids.
@@ -40,8 +40,8 @@ struct CompletionRequest {
 struct ChatRequest {
   GenerationParams gen;
   // Template inputs keep the client's key order (tojson output depends on it).
-  nlohmann::ordered_json messages;     // validated; content flattened to strings
-  nlohmann::ordered_json tools;        // null when absent
+  nlohmann::ordered_json messages;                                            // validated; content flattened to strings
+  nlohmann::ordered_json tools;                                               // null when absent
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
   bool add_generation_prompt = true;
   bool logprobs = false;

@@ -63,8 +63,8 @@ json completion_response(const ResponseMeta& m, const std::vector<ChoiceResult>&
                   {"logprobs", logprobs >= 0 ? completion_logprobs(c.samples, piece, logprobs, 0) : json(nullptr)},
                   {"finish_reason", finish_reason_json(c.finish_reason)}});
   }
-  return {{"id", m.id},          {"object", "text_completion"}, {"created", m.created},
-          {"model", m.model},    {"choices", cs},               {"usage", usage_json(usage)}};
+  return {{"id", m.id},    {"object", "text_completion"}, {"created", m.created}, {"model", m.model},
+          {"choices", cs}, {"usage", usage_json(usage)}};
 }
 
 json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices, const Usage& usage,
@@ -76,12 +76,12 @@ json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choic
                   {"logprobs", logprobs ? chat_logprobs(c.samples, piece) : json(nullptr)},
                   {"finish_reason", finish_reason_json(c.finish_reason)}});
   }
-  return {{"id", m.id},       {"object", "chat.completion"}, {"created", m.created},
-          {"model", m.model}, {"choices", cs},               {"usage", usage_json(usage)}};
+  return {{"id", m.id},    {"object", "chat.completion"}, {"created", m.created}, {"model", m.model},
+          {"choices", cs}, {"usage", usage_json(usage)}};
 }
 
-json completion_chunk(const ResponseMeta& m, int32_t index, const std::string& text, json logprobs,
-                      FinishReason reason, bool with_usage) {
+json completion_chunk(const ResponseMeta& m, int32_t index, const std::string& text, json logprobs, FinishReason reason,
+                      bool with_usage) {
   json j = {{"id", m.id},
             {"object", "text_completion"},
             {"created", m.created},
@@ -94,8 +94,7 @@ json completion_chunk(const ResponseMeta& m, int32_t index, const std::string& t
   return j;
 }
 
-json chat_chunk(const ResponseMeta& m, int32_t index, json delta, json logprobs, FinishReason reason,
-                bool with_usage) {
+json chat_chunk(const ResponseMeta& m, int32_t index, json delta, json logprobs, FinishReason reason, bool with_usage) {
   json j = {{"id", m.id},
             {"object", "chat.completion.chunk"},
             {"created", m.created},
@@ -109,7 +108,7 @@ json chat_chunk(const ResponseMeta& m, int32_t index, json delta, json logprobs,
 }
 
 json usage_chunk(const ResponseMeta& m, const char* object, const Usage& usage) {
-  return {{"id", m.id},       {"object", object},          {"created", m.created},
+  return {{"id", m.id},       {"object", object},         {"created", m.created},
           {"model", m.model}, {"choices", json::array()}, {"usage", usage_json(usage)}};
 }
 

@@ -48,14 +48,14 @@ nlohmann::json completion_logprobs(const std::vector<SampleResult>& samples, con
 nlohmann::json chat_logprobs(const std::vector<SampleResult>& samples, const PieceFn& piece);
 
 // logprobs < 0: no logprobs in the choices.
-nlohmann::json completion_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices,
-                                   const Usage& usage, const PieceFn& piece, int32_t logprobs);
+nlohmann::json completion_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices, const Usage& usage,
+                                   const PieceFn& piece, int32_t logprobs);
 nlohmann::json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices, const Usage& usage,
                              const PieceFn& piece, bool logprobs);
 
 // Streaming chunks. with_usage adds "usage": null (include_usage was asked).
-nlohmann::json completion_chunk(const ResponseMeta& m, int32_t index, const std::string& text,
-                                nlohmann::json logprobs, FinishReason reason, bool with_usage);
+nlohmann::json completion_chunk(const ResponseMeta& m, int32_t index, const std::string& text, nlohmann::json logprobs,
+                                FinishReason reason, bool with_usage);
 nlohmann::json chat_chunk(const ResponseMeta& m, int32_t index, nlohmann::json delta, nlohmann::json logprobs,
                           FinishReason reason, bool with_usage);
 // The final chunk with empty choices and the usage.

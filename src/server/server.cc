@@ -30,9 +30,9 @@ std::string ServerState::new_response_id(const char* prefix) {
 
 MaybeError ServerState::check_model(const std::string& model) const {
   if (model.empty() || model == config.served_model_name) return std::nullopt;
-  ApiError e = api_error_from_status(not_found("the model '" + model + "' does not exist; this server serves '" +
-                                               config.served_model_name + "'"),
-                                     "model");
+  ApiError e = api_error_from_status(
+      not_found("the model '" + model + "' does not exist; this server serves '" + config.served_model_name + "'"),
+      "model");
   return e;
 }
 
@@ -92,8 +92,8 @@ void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Resp
     if (auto e = parse_chat_request(chat_body, &chat)) return send_error(res, *e);
     if (auto e = r.read_bool("add_generation_prompt", &chat.add_generation_prompt)) return send_error(res, *e);
     if (!st.chat) return send_error(res, api_error_from_status(Status(StatusCode::kUnimplemented, st.chat_error)));
-    auto rendered = st.chat->render(chat.messages, chat.add_generation_prompt, nullptr,
-                                    nlohmann::ordered_json::object());
+    auto rendered =
+        st.chat->render(chat.messages, chat.add_generation_prompt, nullptr, nlohmann::ordered_json::object());
     if (!rendered.is_ok()) return send_error(res, api_error_from_status(rendered.status(), "messages"));
     text = std::move(rendered).value();
     add_special = false;
@@ -121,7 +121,8 @@ void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Re
   if (auto e = r.read_string("model", &model)) return send_error(res, *e);
   if (auto e = st.check_model(model)) return send_error(res, *e);
   const json* toks = r.find("tokens");
-  if (!toks || !toks->is_array()) return send_error(res, bad_request("'tokens' must be an array of token ids", "tokens"));
+  if (!toks || !toks->is_array())
+    return send_error(res, bad_request("'tokens' must be an array of token ids", "tokens"));
   const Tokenizer& tok = st.engine.tokenizer();
   std::vector<int32_t> ids;
   for (const json& t : *toks) {
@@ -137,8 +138,11 @@ void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Re
 
 void handle_models(ServerState& st, httplib::Response& res) {
   static const int64_t kCreated = std::time(nullptr);
-  json model = {{"id", st.config.served_model_name}, {"object", "model"},    {"created", kCreated},
-                {"owned_by", "pagoda"},             {"root", st.config.served_model_name},
+  json model = {{"id", st.config.served_model_name},
+                {"object", "model"},
+                {"created", kCreated},
+                {"owned_by", "pagoda"},
+                {"root", st.config.served_model_name},
                 {"max_model_len", st.engine.max_model_len()}};
   send_json(res, {{"object", "list"}, {"data", json::array({model})}});
 }
@@ -202,8 +206,8 @@ Result<std::unique_ptr<Server>> Server::create(AsyncEngine& engine, ServerConfig
   } else if (explicit_template) {
     return Status(StatusCode::kInvalidArgument, "--chat-template: " + chat.status().message());
   } else {
-    st.chat_error = "the model's chat template is not supported (" + chat.status().message() +
-                    "); pass --chat-template FILE";
+    st.chat_error =
+        "the model's chat template is not supported (" + chat.status().message() + "); pass --chat-template FILE";
     impl->warning = st.chat_error;
   }
 
@@ -238,14 +242,16 @@ Result<std::unique_ptr<Server>> Server::create(AsyncEngine& engine, ServerConfig
     res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
   http.Get("/health", guarded([&st](const httplib::Request&, httplib::Response& res) {
-    if (st.shutting_down) return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "shutting down")));
-    send_json(res, {{"status", "ok"}});
-  }));
+             if (st.shutting_down)
+               return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "shutting down")));
+             send_json(res, {{"status", "ok"}});
+           }));
   http.Get("/metrics", guarded([&st](const httplib::Request&, httplib::Response& res) {
-    res.set_content(st.metrics.render(st.engine.snapshot()), "text/plain; version=0.0.4; charset=utf-8");
-  }));
+             res.set_content(st.metrics.render(st.engine.snapshot()), "text/plain; version=0.0.4; charset=utf-8");
+           }));
   http.Get("/v1/models", guarded([&st](const httplib::Request&, httplib::Response& res) { handle_models(st, res); }));
-  http.Post("/tokenize", guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_tokenize(st, q, r); }));
+  http.Post("/tokenize",
+            guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_tokenize(st, q, r); }));
   http.Post("/detokenize",
             guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_detokenize(st, q, r); }));
   http.Post("/v1/completions",
@@ -264,8 +270,8 @@ Result<int> Server::bind() {
     return port;
   }
   if (!impl_->http.bind_to_port(c.host, c.port))
-    return Status(StatusCode::kUnavailable, "cannot bind to " + c.host + ":" + std::to_string(c.port) +
-                                                " (in use, or a bad address)");
+    return Status(StatusCode::kUnavailable,
+                  "cannot bind to " + c.host + ":" + std::to_string(c.port) + " (in use, or a bad address)");
   widen_listen_backlog(c.port);
   return c.port;
 }

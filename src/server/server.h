@@ -15,12 +15,12 @@ namespace pagoda::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8080;                 // 0: any free port (see Server::bind)
-  std::string api_key;             // "": no auth
-  std::string served_model_name;   // the only accepted "model"
-  std::string chat_template;       // template source; "": the model's, else ChatML
+  int port = 8080;                  // 0: any free port (see Server::bind)
+  std::string api_key;              // "": no auth
+  std::string served_model_name;    // the only accepted "model"
+  std::string chat_template;        // template source; "": the model's, else ChatML
   size_t max_body_bytes = 8 << 20;  // larger bodies get 413
-  int num_http_threads = 64;       // connections served at once
+  int num_http_threads = 64;        // connections served at once
   bool log_requests = false;
 };
 

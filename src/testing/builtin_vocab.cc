@@ -52,9 +52,7 @@ constexpr std::string_view kSeedText =
     "once. \"I would like to stay here forever.\"\n";
 
 std::array<std::string, 256> make_byte_table() {
-  auto printable = [](int x) {
-    return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255);
-  };
+  auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255); };
   std::array<std::string, 256> table;
   int next_extra = 0;
   for (int b = 0; b < 256; ++b) {
@@ -228,8 +226,8 @@ void learn_seed_merges(VocabBuilder& vb) {
 void add_synthetic_merges(VocabBuilder& vb) {
   std::vector<int32_t> suffixes;
   for (char c = 'a'; c <= 'z'; ++c) suffixes.push_back(kBuiltinVocabFirstByte + c);
-  int32_t base = vb.size() > kBuiltinVocabMinSize ? static_cast<int32_t>(kBuiltinVocabMinSize)
-                                                  : kBuiltinVocabFirstByte + 'a';
+  int32_t base =
+      vb.size() > kBuiltinVocabMinSize ? static_cast<int32_t>(kBuiltinVocabMinSize) : kBuiltinVocabFirstByte + 'a';
   bool all_bytes = false;
   while (!vb.full()) {
     if (base >= vb.size()) {
@@ -253,9 +251,8 @@ std::string gpt2_byte_to_unicode(uint8_t b) { return byte_table()[b]; }
 
 Result<BuiltinVocab> make_builtin_vocab(int64_t vocab_size) {
   if (vocab_size < kBuiltinVocabMinSize) {
-    return invalid_argument("the built-in vocabulary needs vocab_size >= " +
-                            std::to_string(kBuiltinVocabMinSize) + " (3 special + 256 byte tokens), got " +
-                            std::to_string(vocab_size));
+    return invalid_argument("the built-in vocabulary needs vocab_size >= " + std::to_string(kBuiltinVocabMinSize) +
+                            " (3 special + 256 byte tokens), got " + std::to_string(vocab_size));
   }
   if (vocab_size > (1 << 20)) {
     return invalid_argument("the built-in vocabulary supports vocab_size <= 1048576, got " +

@@ -47,11 +47,13 @@ bool is_quantized(DType t) { return dtype_block_size(t) > 1; }
 // llama.cpp keeps the output projection at higher precision for 4/5-bit types.
 DType output_type(DType t) {
   switch (t) {
-    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0:
-    case DType::kQ5_1: case DType::kQ4_K: case DType::kQ5_K:
-      return DType::kQ6_K;
-    default:
-      return t;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K: return DType::kQ6_K;
+    default: return t;
   }
 }
 
@@ -61,17 +63,23 @@ Status validate_shape(const ModelConfig& s) {
   if (s.arch != "llama" && s.arch != "qwen2") {
     return invalid_argument("unknown architecture '" + s.arch + "' (supported: llama, qwen2)");
   }
-  struct Limit { const char* name; int64_t value, max; };
+  struct Limit {
+    const char* name;
+    int64_t value, max;
+  };
   const Limit limits[] = {
-      {"num_layers", s.num_layers, 1024},     {"hidden_size", s.hidden_size, 65536},
-      {"num_heads", s.num_heads, 4096},       {"num_kv_heads", s.num_kv_heads, 4096},
-      {"ffn_size", s.ffn_size, 1 << 20},        {"vocab_size", s.vocab_size, 1 << 22},
+      {"num_layers", s.num_layers, 1024},
+      {"hidden_size", s.hidden_size, 65536},
+      {"num_heads", s.num_heads, 4096},
+      {"num_kv_heads", s.num_kv_heads, 4096},
+      {"ffn_size", s.ffn_size, 1 << 20},
+      {"vocab_size", s.vocab_size, 1 << 22},
       {"train_context_len", s.train_context_len, 1 << 24},
   };
   for (const auto& l : limits) {
     if (l.value < 1 || l.value > l.max) {
-      return invalid_argument(std::string(l.name) + " must be in [1, " + std::to_string(l.max) +
-                              "], got " + std::to_string(l.value));
+      return invalid_argument(std::string(l.name) + " must be in [1, " + std::to_string(l.max) + "], got " +
+                              std::to_string(l.value));
     }
   }
   if (s.hidden_size % s.num_heads != 0) {
@@ -128,7 +136,10 @@ class PlanBuilder {
   }
 
  private:
-  struct Fallback { std::set<std::string> kinds; int count = 0; };
+  struct Fallback {
+    std::set<std::string> kinds;
+    int count = 0;
+  };
   using FallbackKey = std::tuple<int64_t, DType, DType>;  // row length, wanted, used
 
   DType fit_type(const std::string& name, DType want, int64_t row) {
@@ -171,25 +182,22 @@ void fill_row(float* dst, int64_t n, uint64_t row_seed, double mean, double stdd
   for (int64_t i = 0; i < n; ++i) {
     s += 0x9E3779B97F4A7C15ull;
     const uint64_t z = mix64(s);
-    const int64_t sum = static_cast<int64_t>((z & 0xffff) + ((z >> 16) & 0xffff) +
-                                             ((z >> 32) & 0xffff) + (z >> 48)) - 131070;
+    const int64_t sum =
+        static_cast<int64_t>((z & 0xffff) + ((z >> 16) & 0xffff) + ((z >> 32) & 0xffff) + (z >> 48)) - 131070;
     dst[i] = m + scale * static_cast<float>(sum);
   }
 }
 
 void encode_row(DType type, const float* src, void* dst, int64_t n) {
   switch (type) {
-    case DType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      break;
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); break;
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
       break;
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(src[i]);
       break;
-    default:
-      ref::quantize_row(type, src, dst, n);
+    default: ref::quantize_row(type, src, dst, n);
   }
 }
 
@@ -210,8 +218,8 @@ TensorBytes generate_tensor(const PlannedTensor& t, uint64_t seed, ThreadPool& p
   pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(static_cast<size_t>(row));
     for (int64_t r = begin; r < end; ++r) {
-      fill_row(scratch.data(), row, mix64(tensor_seed + static_cast<uint64_t>(r) * 0xD1B54A32D192ED03ull),
-               t.mean, t.stddev);
+      fill_row(scratch.data(), row, mix64(tensor_seed + static_cast<uint64_t>(r) * 0xD1B54A32D192ED03ull), t.mean,
+               t.stddev);
       encode_row(t.type, scratch.data(), out.data.get() + row_bytes * static_cast<size_t>(r), row);
     }
   });
@@ -369,8 +377,7 @@ Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embedd
       b.add(p + "attn_k.bias", {kv_dim}, DType::kF32, 0, 0.02);
       b.add(p + "attn_v.bias", {kv_dim}, DType::kF32, 0, 0.02);
     }
-    b.add(p + "attn_output.weight", {q_dim, s.hidden_size}, checked, 0,
-          depth / std::sqrt(static_cast<double>(q_dim)));
+    b.add(p + "attn_output.weight", {q_dim, s.hidden_size}, checked, 0, depth / std::sqrt(static_cast<double>(q_dim)));
     b.add(p + "ffn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
     b.add(p + "ffn_gate.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
     b.add(p + "ffn_up.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
@@ -418,8 +425,7 @@ Result<ModelPlan> make_model(const MakeModelOptions& opts, const std::string& pa
       writer.add_tensor(t.name, t.dims, t.type, data.back().data.get(), data.back().size);
     }
   } catch (const std::bad_alloc&) {
-    return resource_exhausted("out of memory holding " + std::to_string(plan.num_bytes >> 20) +
-                              " MiB of weights");
+    return resource_exhausted("out of memory holding " + std::to_string(plan.num_bytes >> 20) + " MiB of weights");
   }
   PAGODA_RETURN_IF_ERROR(writer.write(path));
   return plan;

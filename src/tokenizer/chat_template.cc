@@ -49,9 +49,8 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   }
 }
 
-Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
-                                         bool add_generation_prompt, const std::string& bos_token,
-                                         const std::string& eos_token,
+Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                         const std::string& bos_token, const std::string& eos_token,
                                          const nlohmann::ordered_json& tools,
                                          const nlohmann::ordered_json& extra) const {
   if (!body_) return invalid_argument("chat template was not parsed");

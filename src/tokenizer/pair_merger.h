@@ -27,7 +27,7 @@ std::vector<std::string_view> merge_pairs(std::string_view text, Priority&& prio
     int left;
     int right;
     double priority;
-    size_t len;  // of left + right when queued, to detect stale entries
+    size_t len;                              // of left + right when queued, to detect stale entries
     bool operator<(const Bigram& o) const {  // "lower" pops later
       return priority < o.priority || (priority == o.priority && left > o.left);
     }

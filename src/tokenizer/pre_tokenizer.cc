@@ -122,8 +122,7 @@ size_t match_cr_or_lf(const Chunk& c, size_t pos) { return is_cr_lf(c.cp(pos)) ?
 
 bool is_ascii_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
 size_t match_three_ascii_digits(const Chunk& c, size_t pos) {
-  return is_ascii_digit(c.cp(pos)) && is_ascii_digit(c.cp(pos + 1)) && is_ascii_digit(c.cp(pos + 2)) ? 3
-                                                                                                       : 0;
+  return is_ascii_digit(c.cp(pos)) && is_ascii_digit(c.cp(pos + 1)) && is_ascii_digit(c.cp(pos + 2)) ? 3 : 0;
 }
 
 // Runs of units satisfying pred, with one optional leading whitespace: \s?[X]+
@@ -149,8 +148,8 @@ size_t run_of(const Chunk& c, size_t pos, Pred pred) {
 
 // [\p{P}\$\+<=>\^~\|]+ (default) and the same with ` (falcon).
 bool default_punct(uint32_t cp, uint8_t f) {
-  return (f & kP) || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' ||
-         cp == '~' || cp == '|';
+  return (f & kP) || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '~' ||
+         cp == '|';
 }
 size_t match_default_punct(const Chunk& c, size_t pos) { return run_of(c, pos, default_punct); }
 size_t match_falcon_punct(const Chunk& c, size_t pos) {
@@ -159,22 +158,22 @@ size_t match_falcon_punct(const Chunk& c, size_t pos) {
 
 // Cased letters (Lu/Ll/Lt) as listed in DeepSeek LLM's tokenizer regex.
 constexpr uint32_t kDeepseekLetters[][2] = {
-    {0x41, 0x5A}, {0x61, 0x7A}, {0xB5, 0xB5}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x1BA},
-    {0x1BC, 0x1BF}, {0x1C4, 0x293}, {0x295, 0x2AF}, {0x370, 0x373}, {0x376, 0x377},
-    {0x37B, 0x37D}, {0x37F, 0x37F}, {0x386, 0x386}, {0x388, 0x38A}, {0x38C, 0x38C},
-    {0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481}, {0x48A, 0x52F}, {0x531, 0x556},
-    {0x10A0, 0x10C5}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF},
-    {0x1D00, 0x1D2B}, {0x1D6B, 0x1D77}, {0x1D79, 0x1D9A}, {0x1E00, 0x1F15}, {0x1F18, 0x1F1D},
-    {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B},
-    {0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE},
-    {0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC},
-    {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113},
-    {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128},
-    {0x212A, 0x212D}, {0x212F, 0x2134}, {0x2139, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149},
-    {0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2C7B}, {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE},
-    {0x2CF2, 0x2CF3}, {0xA640, 0xA66D}, {0xA680, 0xA69B}, {0xA722, 0xA76F}, {0xA771, 0xA787},
-    {0xA78B, 0xA78E}, {0xAB70, 0xABBF}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFF21, 0xFF3A},
-    {0xFF41, 0xFF5A}, {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB},
+    {0x41, 0x5A},       {0x61, 0x7A},       {0xB5, 0xB5},       {0xC0, 0xD6},       {0xD8, 0xF6},
+    {0xF8, 0x1BA},      {0x1BC, 0x1BF},     {0x1C4, 0x293},     {0x295, 0x2AF},     {0x370, 0x373},
+    {0x376, 0x377},     {0x37B, 0x37D},     {0x37F, 0x37F},     {0x386, 0x386},     {0x388, 0x38A},
+    {0x38C, 0x38C},     {0x38E, 0x3A1},     {0x3A3, 0x3F5},     {0x3F7, 0x481},     {0x48A, 0x52F},
+    {0x531, 0x556},     {0x10A0, 0x10C5},   {0x13A0, 0x13F5},   {0x13F8, 0x13FD},   {0x1C90, 0x1CBA},
+    {0x1CBD, 0x1CBF},   {0x1D00, 0x1D2B},   {0x1D6B, 0x1D77},   {0x1D79, 0x1D9A},   {0x1E00, 0x1F15},
+    {0x1F18, 0x1F1D},   {0x1F20, 0x1F45},   {0x1F48, 0x1F4D},   {0x1F50, 0x1F57},   {0x1F59, 0x1F59},
+    {0x1F5B, 0x1F5B},   {0x1F5D, 0x1F5D},   {0x1F5F, 0x1F7D},   {0x1F80, 0x1FB4},   {0x1FB6, 0x1FBC},
+    {0x1FBE, 0x1FBE},   {0x1FC2, 0x1FC4},   {0x1FC6, 0x1FCC},   {0x1FD0, 0x1FD3},   {0x1FD6, 0x1FDB},
+    {0x1FE0, 0x1FEC},   {0x1FF2, 0x1FF4},   {0x1FF6, 0x1FFC},   {0x2102, 0x2102},   {0x2107, 0x2107},
+    {0x210A, 0x2113},   {0x2115, 0x2115},   {0x2119, 0x211D},   {0x2124, 0x2124},   {0x2126, 0x2126},
+    {0x2128, 0x2128},   {0x212A, 0x212D},   {0x212F, 0x2134},   {0x2139, 0x2139},   {0x213C, 0x213F},
+    {0x2145, 0x2149},   {0x214E, 0x214E},   {0x2183, 0x2184},   {0x2C00, 0x2C7B},   {0x2C7E, 0x2CE4},
+    {0x2CEB, 0x2CEE},   {0x2CF2, 0x2CF3},   {0xA640, 0xA66D},   {0xA680, 0xA69B},   {0xA722, 0xA76F},
+    {0xA771, 0xA787},   {0xA78B, 0xA78E},   {0xAB70, 0xABBF},   {0xFB00, 0xFB06},   {0xFB13, 0xFB17},
+    {0xFF21, 0xFF3A},   {0xFF41, 0xFF5A},   {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB},
     {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943},
 };
 
@@ -239,8 +238,8 @@ std::vector<Matcher> matchers_for(PreTokenizer kind) {
     case PreTokenizer::kLlama3: return {match_llama3_digits3};
     case PreTokenizer::kQwen2: return {match_llama3_digits1};
     case PreTokenizer::kDeepseekLlm:
-      return {match_cr_or_lf, match_deepseek_letters, match_deepseek_punct, match_trailing_ws, match_cjk,
-              match_numbers};
+      return {match_cr_or_lf, match_deepseek_letters, match_deepseek_punct, match_trailing_ws,
+              match_cjk,      match_numbers};
     case PreTokenizer::kDeepseekCoder:
       return {match_cr_or_lf, match_ws_letters, match_ws_punct, match_cjk, match_number};
     case PreTokenizer::kFalcon: return {match_falcon_punct, match_gpt2, match_three_ascii_digits};
@@ -258,25 +257,44 @@ PreTokenizer pre_tokenizer_from_name(std::string_view name, bool* known) {
     PreTokenizer kind;
   };
   static constexpr Entry kNames[] = {
-      {"", PreTokenizer::kDefault}, {"default", PreTokenizer::kDefault},
-      {"gpt-2", PreTokenizer::kGpt2}, {"gpt2", PreTokenizer::kGpt2}, {"phi-2", PreTokenizer::kGpt2},
-      {"mpt", PreTokenizer::kGpt2}, {"olmo", PreTokenizer::kGpt2}, {"jais", PreTokenizer::kGpt2},
-      {"jina-es", PreTokenizer::kGpt2}, {"jina-de", PreTokenizer::kGpt2},
-      {"jina-v1-en", PreTokenizer::kGpt2}, {"jina-v2-es", PreTokenizer::kGpt2},
-      {"jina-v2-de", PreTokenizer::kGpt2}, {"jina-v2-code", PreTokenizer::kGpt2},
-      {"roberta-bpe", PreTokenizer::kGpt2}, {"gigachat", PreTokenizer::kGpt2},
+      {"", PreTokenizer::kDefault},
+      {"default", PreTokenizer::kDefault},
+      {"gpt-2", PreTokenizer::kGpt2},
+      {"gpt2", PreTokenizer::kGpt2},
+      {"phi-2", PreTokenizer::kGpt2},
+      {"mpt", PreTokenizer::kGpt2},
+      {"olmo", PreTokenizer::kGpt2},
+      {"jais", PreTokenizer::kGpt2},
+      {"jina-es", PreTokenizer::kGpt2},
+      {"jina-de", PreTokenizer::kGpt2},
+      {"jina-v1-en", PreTokenizer::kGpt2},
+      {"jina-v2-es", PreTokenizer::kGpt2},
+      {"jina-v2-de", PreTokenizer::kGpt2},
+      {"jina-v2-code", PreTokenizer::kGpt2},
+      {"roberta-bpe", PreTokenizer::kGpt2},
+      {"gigachat", PreTokenizer::kGpt2},
       {"trillion", PreTokenizer::kGpt2},
-      {"llama3", PreTokenizer::kLlama3}, {"llama-v3", PreTokenizer::kLlama3},
-      {"llama-bpe", PreTokenizer::kLlama3}, {"falcon3", PreTokenizer::kLlama3},
-      {"falcon-h1", PreTokenizer::kLlama3}, {"pixtral", PreTokenizer::kLlama3},
-      {"dbrx", PreTokenizer::kLlama3}, {"smaug-bpe", PreTokenizer::kLlama3},
-      {"qwen2", PreTokenizer::kQwen2}, {"deepseek-r1-qwen", PreTokenizer::kQwen2},
-      {"stablelm2", PreTokenizer::kQwen2}, {"hunyuan", PreTokenizer::kQwen2},
-      {"deepseek-llm", PreTokenizer::kDeepseekLlm}, {"deepseek-coder", PreTokenizer::kDeepseekCoder},
+      {"llama3", PreTokenizer::kLlama3},
+      {"llama-v3", PreTokenizer::kLlama3},
+      {"llama-bpe", PreTokenizer::kLlama3},
+      {"falcon3", PreTokenizer::kLlama3},
+      {"falcon-h1", PreTokenizer::kLlama3},
+      {"pixtral", PreTokenizer::kLlama3},
+      {"dbrx", PreTokenizer::kLlama3},
+      {"smaug-bpe", PreTokenizer::kLlama3},
+      {"qwen2", PreTokenizer::kQwen2},
+      {"deepseek-r1-qwen", PreTokenizer::kQwen2},
+      {"stablelm2", PreTokenizer::kQwen2},
+      {"hunyuan", PreTokenizer::kQwen2},
+      {"deepseek-llm", PreTokenizer::kDeepseekLlm},
+      {"deepseek-coder", PreTokenizer::kDeepseekCoder},
       {"falcon", PreTokenizer::kFalcon},
-      {"starcoder", PreTokenizer::kStarcoder}, {"refact", PreTokenizer::kStarcoder},
-      {"command-r", PreTokenizer::kStarcoder}, {"smollm", PreTokenizer::kStarcoder},
-      {"codeshell", PreTokenizer::kStarcoder}, {"exaone", PreTokenizer::kStarcoder},
+      {"starcoder", PreTokenizer::kStarcoder},
+      {"refact", PreTokenizer::kStarcoder},
+      {"command-r", PreTokenizer::kStarcoder},
+      {"smollm", PreTokenizer::kStarcoder},
+      {"codeshell", PreTokenizer::kStarcoder},
+      {"exaone", PreTokenizer::kStarcoder},
       {"minerva-7b", PreTokenizer::kStarcoder},
   };
   for (const Entry& e : kNames) {

@@ -10,14 +10,14 @@
 namespace pagoda::tok {
 
 enum class PreTokenizer {
-  kDefault,        // llama.cpp's fallback list for BPE without a pre type
-  kGpt2,           // gpt-2, mpt, olmo, phi-2, jais, jina-*, roberta-bpe
-  kLlama3,         // llama3, llama-bpe, dbrx, smaug-bpe, ...
-  kQwen2,          // qwen2, stablelm2: llama3 with single digits
+  kDefault,  // llama.cpp's fallback list for BPE without a pre type
+  kGpt2,     // gpt-2, mpt, olmo, phi-2, jais, jina-*, roberta-bpe
+  kLlama3,   // llama3, llama-bpe, dbrx, smaug-bpe, ...
+  kQwen2,    // qwen2, stablelm2: llama3 with single digits
   kDeepseekLlm,
   kDeepseekCoder,
   kFalcon,
-  kStarcoder,      // starcoder, refact, command-r, smollm, codeshell, ...
+  kStarcoder,  // starcoder, refact, command-r, smollm, codeshell, ...
 };
 
 // Maps tokenizer.ggml.pre to a pre-tokenizer; `*known` is false when the name

@@ -13,12 +13,19 @@ constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
 
 // Texts llama.cpp treats as end-of-turn / end-of-generation tokens.
 constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<EOT>",
+    "_<EOT>",
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek
 };
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>",    "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",        "<end_of_turn>",
+    "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>",
 };
 
 void replace_all(std::string* s, std::string_view from, std::string_view to) {
@@ -39,10 +46,14 @@ int parse_byte_token(std::string_view t) {
   int v = 0;
   for (char c : t.substr(3, 2)) {
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -94,8 +105,8 @@ Status Tokenizer::init(VocabData v) {
                      " tokens");
   }
   if (!v.token_types.empty() && v.token_types.size() != n) {
-    return data_loss("tokenizer has " + std::to_string(v.token_types.size()) + " token types for " +
-                     std::to_string(n) + " tokens");
+    return data_loss("tokenizer has " + std::to_string(v.token_types.size()) + " token types for " + std::to_string(n) +
+                     " tokens");
   }
   if (!spm_ && v.merges.empty()) return data_loss("byte-level BPE tokenizer has no merges");
 
@@ -156,17 +167,14 @@ Status Tokenizer::init(VocabData v) {
     const bool special = t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown;
     if (special && !vocab_.texts[i].empty()) special_ids_.push_back(static_cast<int32_t>(i));
   }
-  std::stable_sort(special_ids_.begin(), special_ids_.end(), [&](int32_t a, int32_t b) {
-    return vocab_.texts[a].size() > vocab_.texts[b].size();
-  });
+  std::stable_sort(special_ids_.begin(), special_ids_.end(),
+                   [&](int32_t a, int32_t b) { return vocab_.texts[a].size() > vocab_.texts[b].size(); });
 
   pieces_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string& text = vocab_.texts[i];
     switch (vocab_.types[i]) {
-      case TokenType::kUserDefined:
-        pieces_[i] = text;
-        break;
+      case TokenType::kUserDefined: pieces_[i] = text; break;
       case TokenType::kNormal:
         if (spm_) {
           pieces_[i] = text;
@@ -208,9 +216,7 @@ const std::string& Tokenizer::piece_ref(int32_t id, bool render_special) const {
   return pieces_[id];
 }
 
-std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
-  return piece_ref(id, render_special);
-}
+std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const { return piece_ref(id, render_special); }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
   std::string out;

@@ -9,19 +9,22 @@ UnicodeClass unicode_class(uint32_t cp) {
   if (cp > 0x10FFFF) return UnicodeClass::kOther;
   // Last run whose first code point is <= cp.
   const ClassRun* end = kClassRuns + kNumClassRuns;
-  const ClassRun* it = std::upper_bound(kClassRuns, end, cp,
-                                        [](uint32_t v, const ClassRun& r) { return v < r.first; });
+  const ClassRun* it = std::upper_bound(kClassRuns, end, cp, [](uint32_t v, const ClassRun& r) { return v < r.first; });
   return (it - 1)->cls;
 }
 
 bool is_unicode_whitespace(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   switch (cp) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F:
-    case 0x205F: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
   }
 }
 
@@ -95,8 +98,7 @@ std::vector<CodeUnit> decode_utf8(std::string_view text) {
       case 1: cp = b[0]; break;
       case 2: cp = ((b[0] & 0x1Fu) << 6) | (b[1] & 0x3Fu); break;
       case 3: cp = ((b[0] & 0x0Fu) << 12) | ((b[1] & 0x3Fu) << 6) | (b[2] & 0x3Fu); break;
-      default:
-        cp = ((b[0] & 0x07u) << 18) | ((b[1] & 0x3Fu) << 12) | ((b[2] & 0x3Fu) << 6) | (b[3] & 0x3Fu);
+      default: cp = ((b[0] & 0x07u) << 18) | ((b[1] & 0x3Fu) << 12) | ((b[2] & 0x3Fu) << 6) | (b[3] & 0x3Fu);
     }
     out.push_back({cp, static_cast<uint32_t>(pos), static_cast<uint32_t>(n)});
     pos += n;
@@ -182,8 +184,6 @@ const ByteAlphabet& alphabet() {
 
 const std::string& byte_to_bpe_char(uint8_t b) { return alphabet().byte_to_char[b]; }
 
-int bpe_char_to_byte(uint32_t cp) {
-  return cp < 512 ? alphabet().cp_to_byte[cp] : -1;
-}
+int bpe_char_to_byte(uint32_t cp) { return cp < 512 ? alphabet().cp_to_byte[cp] : -1; }
 
 }  // namespace pagoda::tok

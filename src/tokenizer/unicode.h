@@ -13,7 +13,13 @@ namespace pagoda::tok {
 
 // Unicode general category, first letter only (\p{L}, \p{N}, \p{P}, ...).
 enum class UnicodeClass : uint8_t {
-  kLetter, kNumber, kPunctuation, kMark, kSymbol, kSeparator, kOther,
+  kLetter,
+  kNumber,
+  kPunctuation,
+  kMark,
+  kSymbol,
+  kSeparator,
+  kOther,
 };
 
 struct ClassRun {

@@ -15,7 +15,7 @@
 namespace {
 
 struct RunResult {
-  int exit_code = -1;    // -1 if killed by a signal
+  int exit_code = -1;  // -1 if killed by a signal
   std::string out, err;
 };
 
@@ -78,7 +78,8 @@ TEST(Cli, GenerateWithNgramSpeculationPrintsTheSameText) {
 TEST(Cli, BuildDatastoreThenGenerateWithRetrieval) {
   const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
   const std::string corpus = std::string(PAGODA_SOURCE_DIR) + "/models/heldout-sample.txt";
-  const std::string ds = (std::filesystem::temp_directory_path() / ("pagoda_cli_ds_" + std::to_string(::getpid()))).string();
+  const std::string ds =
+      (std::filesystem::temp_directory_path() / ("pagoda_cli_ds_" + std::to_string(::getpid()))).string();
   auto r = run("spec build-datastore -m " + model + " -f " + corpus + " -o " + ds);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string args = "generate -m " + model + " -p 'And the LORD said' -n 40 --temp 0 -t 2 --ignore-eos";
@@ -163,9 +164,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"BadKvDtype", "generate -m " + kStories + " -p hi --kv-cache-dtype q8"},
                       BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
                       BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
-                      BadCase{"SpecNoTool", "spec"},
-                      BadCase{"SpecUnknownTool", "spec build-everything"},
-                      BadCase{"DatastoreNoCorpus", "spec build-datastore -m " + kStories + " -f /nonexistent -o /tmp/x"},
+                      BadCase{"SpecNoTool", "spec"}, BadCase{"SpecUnknownTool", "spec build-everything"},
+                      BadCase{"DatastoreNoCorpus",
+                              "spec build-datastore -m " + kStories + " -f /nonexistent -o /tmp/x"},
                       BadCase{"ZeroSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens 0"},
                       BadCase{"BenchNegativeDepth", "bench model -m " + kStories + " -d -5"},
                       BadCase{"TokenizeNoText", "tokenize -m " + kStories},

@@ -13,10 +13,10 @@ namespace pagoda::testing_util {
 
 // Writes (once per process) a tiny random llama model and returns its path.
 inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n_ctx = 4096) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("pagoda_test_" + preset + "_" + std::to_string(n_ctx) + "_" +
-                             std::to_string(::getpid()) + ".gguf"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("pagoda_test_" + preset + "_" + std::to_string(n_ctx) + "_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
   if (!std::filesystem::exists(path)) {
     auto shape = model_preset(preset);
     EXPECT_TRUE(shape.is_ok());

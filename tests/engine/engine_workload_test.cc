@@ -67,7 +67,8 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
   // Size the pool in blocks: a tiny model's block is a few KiB.
   auto probe = make_engine(path, 64 << 20);
   const auto& mc = probe->model_config();
-  const int64_t block_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
+  const int64_t block_bytes =
+      static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
   auto e = make_engine(path, block_bytes * c.kv_blocks, 4, sc, block_bytes * 64);
 
   for (uint32_t seed : {1u, 2u, 3u}) {
@@ -84,7 +85,8 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
         }
       }
       for (auto& [id, j] : job_of)
-        if (jobs[j].abort_step == step && !reason.count(id) && e->abort(RequestId{id})) reason[id] = FinishReason::kAbort;
+        if (jobs[j].abort_step == step && !reason.count(id) && e->abort(RequestId{id}))
+          reason[id] = FinishReason::kAbort;
       for (const auto& o : e->step()) {
         auto& v = got[o.id.value];
         v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
@@ -106,12 +108,11 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
   EXPECT_GT(e->scheduler().num_preemptions(), 0) << "the workload should force preemption";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, EngineWorkload,
-    ::testing::Values(WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kRecompute, 24, 64},
-                      WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kSwap, 24, 64},
-                      WorkloadCase{SchedPolicy::kPriority, PreemptMode::kRecompute, 20, 32},
-                      WorkloadCase{SchedPolicy::kSjf, PreemptMode::kSwap, 20, 16}));
+INSTANTIATE_TEST_SUITE_P(Cases, EngineWorkload,
+                         ::testing::Values(WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kRecompute, 24, 64},
+                                           WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kSwap, 24, 64},
+                                           WorkloadCase{SchedPolicy::kPriority, PreemptMode::kRecompute, 20, 32},
+                                           WorkloadCase{SchedPolicy::kSjf, PreemptMode::kSwap, 20, 16}));
 
 TEST(EngineChunkedPrefill, LongPromptDoesNotStallDecodes) {
   const std::string path = tiny_model_path();

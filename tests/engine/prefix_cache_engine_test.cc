@@ -24,7 +24,8 @@ std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy p
   cfg.sched.max_num_batched_tokens = 48;
   auto probe = Engine::create(path, cfg);
   const auto& mc = (*probe)->model_config();
-  cfg.kv_cache_bytes = kv_blocks * static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
+  cfg.kv_cache_bytes =
+      kv_blocks * static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
   auto e = Engine::create(path, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   return std::move(e).value();
@@ -66,7 +67,8 @@ std::vector<std::pair<int, RequestSpec>> shared_prefix_jobs(uint32_t seed, int32
     auto p = system;
     // Branching: some share a longer stem with a sibling.
     if (i % 3 == 0) p.insert(p.end(), {5, 6, 7, 8, 9});
-    for (int k = 0; k < 3 + static_cast<int>(rng() % 9); ++k) p.push_back(static_cast<int32_t>(3 + rng() % (vocab_size - 3)));
+    for (int k = 0; k < 3 + static_cast<int>(rng() % 9); ++k)
+      p.push_back(static_cast<int32_t>(3 + rng() % (vocab_size - 3)));
     jobs.push_back({i * 3, greedy(p, 4 + static_cast<int32_t>(rng() % 8))});
   }
   return jobs;

@@ -6,10 +6,9 @@
 // rollback are exercised (the test asserts both happened).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <random>
-
-#include <filesystem>
 
 #include "engine_test_util.h"
 #include "spec/datastore.h"
@@ -43,7 +42,8 @@ std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool 
   auto probe = Engine::create(path, cfg);
   EXPECT_TRUE(probe.is_ok());
   const ModelConfig& mc = (*probe)->model_config();
-  const auto block_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
+  const auto block_bytes =
+      static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
   cfg.kv_cache_bytes = c.kv_blocks > 0 ? block_bytes * c.kv_blocks : 64 << 20;
   cfg.swap_space_bytes = block_bytes * 256;
   auto e = Engine::create(path, cfg);
@@ -129,13 +129,12 @@ TEST_P(SpeculativeGreedy, OutputsEqualSpeculationOff) {
               static_cast<long long>(st.num_steps), static_cast<long long>(off->stats().num_steps));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Batches, SpeculativeGreedy,
-    ::testing::Values(SpecCase{"roomy", 256, 0, PreemptMode::kRecompute, 4},
-                      SpecCase{"chunked_prefill", 7, 0, PreemptMode::kRecompute, 3},
-                      SpecCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
-                      SpecCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2}),
-    [](const ::testing::TestParamInfo<SpecCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Batches, SpeculativeGreedy,
+                         ::testing::Values(SpecCase{"roomy", 256, 0, PreemptMode::kRecompute, 4},
+                                           SpecCase{"chunked_prefill", 7, 0, PreemptMode::kRecompute, 3},
+                                           SpecCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
+                                           SpecCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2}),
+                         [](const ::testing::TestParamInfo<SpecCase>& i) { return std::string(i.param.name); });
 
 TEST(Speculative, RetrievalOutputsEqualSpeculationOff) {
   // The datastore holds half of the greedy outputs (the rest of the corpus is
@@ -153,7 +152,8 @@ TEST(Speculative, RetrievalOutputsEqualSpeculationOff) {
   }
   auto store = Datastore::build(corpus, off->model_config().vocab_size);
   ASSERT_TRUE(store.is_ok());
-  const std::string ds = (std::filesystem::temp_directory_path() / ("pagoda_spec_ds_" + std::to_string(::getpid()))).string();
+  const std::string ds =
+      (std::filesystem::temp_directory_path() / ("pagoda_spec_ds_" + std::to_string(::getpid()))).string();
   ASSERT_TRUE((*store)->save(ds).is_ok());
   auto on = engine(path, c, true, ds);
   const auto got = run(*on, specs);

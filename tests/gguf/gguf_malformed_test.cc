@@ -26,8 +26,8 @@ void expect_error(const std::vector<uint8_t>& bytes, const std::string& needle) 
 }
 
 // A file with one tensor of the given shape/type/offset and `data_bytes` of data.
-std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& dims, uint32_t type,
-                                uint64_t offset = 0, size_t data_bytes = 4096) {
+std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& dims, uint32_t type, uint64_t offset = 0,
+                                size_t data_bytes = 4096) {
   RawGGUF g;
   g.header(1, 1).kv_u32("a", 1).tensor("t", dims, type, offset).pad_to(32).zeros(data_bytes);
   return g.bytes;
@@ -91,9 +91,7 @@ TEST(GGUFMalformed, TruncatedArray) {
 TEST(GGUFMalformed, MetadataCountCannotFit) {
   expect_error(RawGGUF().header(0, kHuge).zeros(100).bytes, "metadata count");
 }
-TEST(GGUFMalformed, TensorCountCannotFit) {
-  expect_error(RawGGUF().header(kHuge, 0).zeros(100).bytes, "tensor count");
-}
+TEST(GGUFMalformed, TensorCountCannotFit) { expect_error(RawGGUF().header(kHuge, 0).zeros(100).bytes, "tensor count"); }
 TEST(GGUFMalformed, UnknownValueType) {
   for (uint32_t t : {13u, 100u, 0xFFFFFFFFu}) {
     RawGGUF g;
@@ -113,8 +111,7 @@ TEST(GGUFMalformed, NestedArray) {
   expect_error(g.bytes, "nested");
 }
 TEST(GGUFMalformed, DuplicateMetadataKey) {
-  expect_error(RawGGUF().header(0, 2).kv_u32("dup", 1).kv_u32("dup", 2).bytes,
-               "duplicate metadata key 'dup'");
+  expect_error(RawGGUF().header(0, 2).kv_u32("dup", 1).kv_u32("dup", 2).bytes, "duplicate metadata key 'dup'");
 }
 TEST(GGUFMalformed, EmptyMetadataKey) {
   expect_error(RawGGUF().header(0, 1).kv_u32("", 1).bytes, "empty metadata key");
@@ -125,18 +122,12 @@ TEST(GGUFMalformed, UnknownTensorType) {
   expect_error(one_tensor({8}, 99), "ggml type id 99");
 }
 TEST(GGUFMalformed, ZeroDimension) { expect_error(one_tensor({8, 0}, kF32), "invalid dimension"); }
-TEST(GGUFMalformed, NegativeDimension) {
-  expect_error(one_tensor({~uint64_t{0}}, kF32), "invalid dimension");
-}
+TEST(GGUFMalformed, NegativeDimension) { expect_error(one_tensor({~uint64_t{0}}, kF32), "invalid dimension"); }
 TEST(GGUFMalformed, ElementCountOverflow) {
   expect_error(one_tensor({uint64_t{1} << 32, uint64_t{1} << 32, 1024}, kF32), "overflows");
 }
-TEST(GGUFMalformed, ByteSizeOverflow) {
-  expect_error(one_tensor({uint64_t{1} << 61, 2}, kF32), "byte size overflows");
-}
-TEST(GGUFMalformed, RowNotMultipleOfBlock) {
-  expect_error(one_tensor({16}, kQ8_0), "block size");
-}
+TEST(GGUFMalformed, ByteSizeOverflow) { expect_error(one_tensor({uint64_t{1} << 61, 2}, kF32), "byte size overflows"); }
+TEST(GGUFMalformed, RowNotMultipleOfBlock) { expect_error(one_tensor({16}, kQ8_0), "block size"); }
 TEST(GGUFMalformed, ZeroDims) { expect_error(one_tensor({}, kF32), "0 dimensions"); }
 TEST(GGUFMalformed, FiveDims) { expect_error(one_tensor({1, 1, 1, 1, 1}, kF32), "5 dimensions"); }
 TEST(GGUFMalformed, TensorDataPastEnd) {
@@ -144,12 +135,8 @@ TEST(GGUFMalformed, TensorDataPastEnd) {
   EXPECT_TRUE(parse_status(one_tensor({1024}, kF32, 0, 4096)).is_ok());
   expect_error(one_tensor({8}, kF32, 4096), "past the end");
 }
-TEST(GGUFMalformed, TensorOffsetOverflow) {
-  expect_error(one_tensor({8}, kF32, ~uint64_t{31}), "past the end");
-}
-TEST(GGUFMalformed, MisalignedOffset) {
-  expect_error(one_tensor({8}, kF32, 16), "not a multiple of the alignment");
-}
+TEST(GGUFMalformed, TensorOffsetOverflow) { expect_error(one_tensor({8}, kF32, ~uint64_t{31}), "past the end"); }
+TEST(GGUFMalformed, MisalignedOffset) { expect_error(one_tensor({8}, kF32, 16), "not a multiple of the alignment"); }
 TEST(GGUFMalformed, DuplicateTensorName) {
   RawGGUF g;
   g.header(2, 0).tensor("w", {8}, kF32, 0).tensor("w", {8}, kF32, 32).pad_to(32).zeros(64);

@@ -59,8 +59,8 @@ TEST(GGUFRoundTrip, EveryScalarType) {
   EXPECT_EQ(f->get_int("t.bool"), 1);
   EXPECT_EQ(f->get_string("t.str"), std::string("h\xc3\xa9llo\0x", 8));
   EXPECT_EQ(f->get_string("t.empty_str"), "");
-  for (const char* k : {"t.u8", "t.i8", "t.u16", "t.i16", "t.u32", "t.i32", "t.u64", "t.i64",
-                        "t.f32", "t.f64", "t.bool", "t.str"}) {
+  for (const char* k :
+       {"t.u8", "t.i8", "t.u16", "t.i16", "t.u32", "t.i32", "t.u64", "t.i64", "t.f32", "t.f64", "t.bool", "t.str"}) {
     EXPECT_NE(f->find(k), nullptr) << k;
   }
   EXPECT_EQ(f->find("t.u8")->type, ValueType::kU8);
@@ -121,11 +121,9 @@ TEST(GGUFRoundTrip, ArraysOfEveryElementType) {
     EXPECT_EQ(f->find(key)->array_size(), v.size());
   }
   ASSERT_NE(f->get_float_array("a.f32"), nullptr);
-  EXPECT_EQ(*f->get_float_array("a.f32"),
-            (std::vector<double>{1.0, -0.5, static_cast<double>(3e38f)}));
+  EXPECT_EQ(*f->get_float_array("a.f32"), (std::vector<double>{1.0, -0.5, static_cast<double>(3e38f)}));
   EXPECT_EQ(*f->get_float_array("a.f64"), (std::vector<double>{1e-300, -7.0}));
-  EXPECT_EQ(*f->get_string_array("a.str"),
-            (std::vector<std::string>{"a", "", "\xe2\x96\x81the"}));
+  EXPECT_EQ(*f->get_string_array("a.str"), (std::vector<std::string>{"a", "", "\xe2\x96\x81the"}));
   ASSERT_NE(f->get_int_array("a.empty"), nullptr);
   EXPECT_TRUE(f->get_int_array("a.empty")->empty());
   EXPECT_EQ(f->find("a.empty")->array_type, ValueType::kI32);
@@ -173,10 +171,8 @@ void check_tensors(uint32_t alignment) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " alignment " + std::to_string(alignment));
   std::mt19937 rng(seed);
   const std::vector<TensorCase> cases = {
-      {"f32.vec", {7}, DType::kF32},
-      {"f16.mat", {5, 3}, DType::kF16},
-      {"q8_0.w", {64, 3, 2}, DType::kQ8_0},
-      {"q4_k.w", {512, 2, 1, 3}, DType::kQ4_K},
+      {"f32.vec", {7}, DType::kF32},        {"f16.mat", {5, 3}, DType::kF16},
+      {"q8_0.w", {64, 3, 2}, DType::kQ8_0}, {"q4_k.w", {512, 2, 1, 3}, DType::kQ4_K},
       {"bf16.one", {1}, DType::kBF16},
   };
   std::vector<std::vector<uint8_t>> data;
@@ -269,9 +265,7 @@ TEST(GGUFRoundTrip, WriterRejectsBadInput) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("pagoda_gguf_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return (std::filesystem::temp_directory_path() / ("pagoda_gguf_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 TEST(GGUFRoundTrip, WriteAndOpenFile) {

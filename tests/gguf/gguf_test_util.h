@@ -32,8 +32,7 @@ class RawGGUF {
   RawGGUF& kv_u32(const std::string& key, uint32_t v) {
     return str(key).put<uint32_t>(static_cast<uint32_t>(ValueType::kU32)).put<uint32_t>(v);
   }
-  RawGGUF& tensor(const std::string& name, const std::vector<uint64_t>& dims, uint32_t type,
-                  uint64_t offset) {
+  RawGGUF& tensor(const std::string& name, const std::vector<uint64_t>& dims, uint32_t type, uint64_t offset) {
     str(name).put<uint32_t>(static_cast<uint32_t>(dims.size()));
     for (uint64_t d : dims) put<uint64_t>(d);
     return put<uint32_t>(type).put<uint64_t>(offset);

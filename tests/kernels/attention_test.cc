@@ -3,6 +3,8 @@
 // shapes, with shuffled block tables. Query tiles below a per-ISA row
 // threshold (4 to 16 rows) take the per-key dot path, larger ones the
 // transposed-key path (cpu/attention_inl.h): both run on every ISA here.
+#include "kernels/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "kernels/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ref/attention_ref.h"
 
@@ -37,8 +38,8 @@ struct Case {
   std::string describe() const {
     char buf[200];
     std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s", head_dim,
-                  n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0],
-                  q_gain, f16 ? " f16" : "");
+                  n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0], q_gain,
+                  f16 ? " f16" : "");
     return buf;
   }
 };
@@ -64,7 +65,8 @@ struct Fixture {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (int32_t j = 0; j < c.kv_len; ++j) {
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-        size_t off = table[j / c.block_size].value * stride + (static_cast<size_t>(h) * c.block_size + j % c.block_size) * c.head_dim;
+        size_t off = table[j / c.block_size].value * stride +
+                     (static_cast<size_t>(h) * c.block_size + j % c.block_size) * c.head_dim;
         for (int32_t d = 0; d < c.head_dim; ++d) {
           k[off + d] = u(rng);
           v[off + d] = u(rng);
@@ -120,8 +122,8 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
     cpu::set_active_isa(isa);
     scratch.back() = canary;
     std::vector<float> got(n_q * out_stride, kSentinel);
-    paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q,
-                             c.n_heads, scale, got.data(), out_stride, kv_begin, kv_end, scratch.data());
+    paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q, c.n_heads, scale,
+                    got.data(), out_stride, kv_begin, kv_end, scratch.data());
     if (scratch.back() != canary) {
       ADD_FAILURE() << "kernel wrote past its scratch";
       return INFINITY;
@@ -292,12 +294,12 @@ TEST_F(PagedAttention, DetectsAWrongAnswer) {
   std::mt19937 rng(7000);
   Fixture f(c, rng);
   std::vector<float> q(c.n_heads * c.head_dim, 0.5f), want(q.size()), got(q.size());
-  ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f,
-                       want.data(), 0, 0, 1);
+  ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f, want.data(),
+                       0, 0, 1);
   f.v[f.table[0].value * f.view.block_stride] += 1.0f;  // value of key 0, dim 0
   std::vector<float> scratch(paged_attention_scratch_floats(1, c.n_heads, c.head_dim, c.block_size));
-  paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f, got.data(), 0,
-                  0, 1, scratch.data());
+  paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f, got.data(), 0, 0,
+                  1, scratch.data());
   EXPECT_GT(std::fabs(got[0] - want[0]), 1e-3f);
 }
 

@@ -125,8 +125,8 @@ struct Worst {
 
 std::string describe(const char* what, const Worst& w) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s: worst at token %lld row %lld: got %.9g want %.9g err %.3g tol %.3g",
-                what, static_cast<long long>(w.t), static_cast<long long>(w.r), w.got, w.want, w.err, w.tol);
+  std::snprintf(buf, sizeof buf, "%s: worst at token %lld row %lld: got %.9g want %.9g err %.3g tol %.3g", what,
+                static_cast<long long>(w.t), static_cast<long long>(w.r), w.got, w.want, w.err, w.tol);
   return buf;
 }
 
@@ -175,8 +175,8 @@ TEST_P(MatmulIsaTest, EveryIsaMatchesReference) {
       Worst vs_ref, vs_scalar;
       for (int64_t t = 0; t < s.n_tokens; ++t) {
         for (int64_t r = 0; r < s.n_out; ++r) {
-          const double want = ref::vec_dot(type, p.w.data() + r * dtype_row_bytes(type, s.n_in),
-                                           p.x.data() + t * p.x_stride, s.n_in);
+          const double want =
+              ref::vec_dot(type, p.w.data() + r * dtype_row_bytes(type, s.n_in), p.x.data() + t * p.x_stride, s.n_in);
           const double got = y[t * y_stride + r];
           vs_ref.add(got, want, ref_tolerance(p, t, r), t, r);
           if (!is_float(type)) vs_scalar.add(got, y_scalar[t * y_stride + r], same_algo_tolerance(p, t, r), t, r);
@@ -189,14 +189,14 @@ TEST_P(MatmulIsaTest, EveryIsaMatchesReference) {
       EXPECT_TRUE(vs_scalar.ok()) << describe("vs scalar integer path", vs_scalar);
     }
   }
-  std::printf("[ measured ] %s: max err/tol vs ref %.3f, vs scalar path %.3f\n", dtype_name(type).data(),
-              worst_ref, worst_same);
+  std::printf("[ measured ] %s: max err/tol vs ref %.3f, vs scalar path %.3f\n", dtype_name(type).data(), worst_ref,
+              worst_same);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulIsaTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                                           DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K,
-                                           DType::kQ5_K, DType::kQ6_K),
+                                           DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
+                                           DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Random awkward shapes (any number of blocks, row counts that are not
@@ -255,8 +255,7 @@ TEST(MatmulIsa, DotF32EveryIsa) {
     }
     for (Isa isa : cpu::supported_isas()) {
       cpu::set_active_isa(isa);
-      EXPECT_NEAR(dot_f32(a.data(), b.data(), n), want, n * kU * abs_sum + 1e-30)
-          << cpu::isa_name(isa) << " n=" << n;
+      EXPECT_NEAR(dot_f32(a.data(), b.data(), n), want, n * kU * abs_sum + 1e-30) << cpu::isa_name(isa) << " n=" << n;
     }
   }
   cpu::set_active_isa(cpu::best_isa());

@@ -1,4 +1,6 @@
 // fast_exp against libm, and SwiGLU against a double-precision reference.
+#include "kernels/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "kernels/fast_exp.h"
-#include "kernels/ops.h"
 
 namespace pagoda::kernels {
 namespace {

@@ -114,8 +114,8 @@ void matches_scalar_reference(DType t) {
           const int64_t y_stride = n_out + 5;  // the padding must stay untouched
           std::vector<float> y(n_tokens * y_stride, -7.0f), got(n_tokens * n_out);
           matmul(packed, x.data(), n_in, n_tokens, y.data(), y_stride, pool);
-          const std::string what = "n_in " + std::to_string(n_in) + " n_out " + std::to_string(n_out) +
-                                   " tokens " + std::to_string(n_tokens) + " threads " + std::to_string(threads);
+          const std::string what = "n_in " + std::to_string(n_in) + " n_out " + std::to_string(n_out) + " tokens " +
+                                   std::to_string(n_tokens) + " threads " + std::to_string(threads);
           for (int64_t tk = 0; tk < n_tokens; ++tk) {
             std::copy_n(&y[tk * y_stride], n_out, &got[tk * n_out]);
             for (int64_t r = n_out; r < y_stride; ++r) ASSERT_EQ(y[tk * y_stride + r], -7.0f) << what;
@@ -158,8 +158,12 @@ void fused_unaligned_offsets(DType t) {
   }
 }
 
-TEST_P(PackedMatmul, MatchesScalarReference) { for_each_isa([&] { matches_scalar_reference(GetParam()); }); }
-TEST_P(PackedMatmul, FusedUnalignedOffsets) { for_each_isa([&] { fused_unaligned_offsets(GetParam()); }); }
+TEST_P(PackedMatmul, MatchesScalarReference) {
+  for_each_isa([&] { matches_scalar_reference(GetParam()); });
+}
+TEST_P(PackedMatmul, FusedUnalignedOffsets) {
+  for_each_isa([&] { fused_unaligned_offsets(GetParam()); });
+}
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
@@ -187,8 +191,8 @@ TEST(PackedWeights, PacksEveryMatrixOnSimdIsas) {
     EXPECT_EQ(f32.view.packed != nullptr, simd);
     EXPECT_EQ(bytes, store.bytes());
     if (simd) {  // one group of 15 rows + 1 padding, three of 33 rows + 15
-      EXPECT_GE(bytes, cpu::packed_group_bytes(cpu::WKind::kQ4_0, 64) +
-                           3 * cpu::packed_group_bytes(cpu::WKind::kF32, 47));
+      EXPECT_GE(bytes,
+                cpu::packed_group_bytes(cpu::WKind::kQ4_0, 64) + 3 * cpu::packed_group_bytes(cpu::WKind::kF32, 47));
     }
   }
   cpu::set_active_isa(saved);

@@ -70,8 +70,7 @@ TEST(QuantLayout, Q5_0HighBitsAreLittleEndianU32) {
   std::memcpy(b.qh, kQh, 4);
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   const auto y = decode(DType::kQ5_0, b);
-  for (int e = 0; e < 32; ++e)
-    EXPECT_EQ(y[e], static_cast<float>(nibble_of(e) + (has_high_bit(e) ? 16 : 0) - 16)) << e;
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(y[e], static_cast<float>(nibble_of(e) + (has_high_bit(e) ? 16 : 0) - 16)) << e;
 }
 
 TEST(QuantLayout, Q5_1HighBitsAndMin) {
@@ -153,8 +152,7 @@ TEST(QuantLayout, Q4_KElementOrder) {
   for (int l = 0; l < 32; ++l) EXPECT_EQ(y[l], 0.0f) << l;
   for (int l = 0; l < 32; ++l) EXPECT_EQ(y[32 + l], 7.0f * 1 - 4.5f) << 32 + l;
   for (int l = 0; l < 32; ++l) EXPECT_EQ(y[128 + l], 0.0f) << 128 + l;  // sub-block 4
-  for (int l = 0; l < 32; ++l)
-    EXPECT_EQ(y[160 + l], 42.0f * static_cast<float>(l % 16) - 0.5f * 23) << 160 + l;
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(y[160 + l], 42.0f * static_cast<float>(l % 16) - 0.5f * 23) << 160 + l;
 }
 
 TEST(QuantLayout, Q5_KHighBitPlanes) {
@@ -165,9 +163,9 @@ TEST(QuantLayout, Q5_KHighBitPlanes) {
   const uint8_t sc[8] = {1, 2, 3, 4, 5, 6, 7, 8}, m[8] = {0, 0, 0, 0, 0, 0, 0, 1};
   pack_scale_min_k4(sc, m, b.scales);
   for (int i = 0; i < 128; ++i) b.qs[i] = 0x21;  // low nibble 1, high nibble 2
-  b.qh[0] = 0x01;                 // element 0 (chunk 0, low)
-  b.qh[3] = 1 << 5;               // element 64*2 + 32 + 3 = 163 (chunk 2, high)
-  b.qh[31] = 1 << 6 | 1 << 7;     // elements 192 + 31 = 223 and 255 (chunk 3)
+  b.qh[0] = 0x01;                                // element 0 (chunk 0, low)
+  b.qh[3] = 1 << 5;                              // element 64*2 + 32 + 3 = 163 (chunk 2, high)
+  b.qh[31] = 1 << 6 | 1 << 7;                    // elements 192 + 31 = 223 and 255 (chunk 3)
   const auto y = decode(DType::kQ5_K, b);
   for (int e = 0; e < 256; ++e) {
     const int sub = e / 32;
@@ -183,11 +181,11 @@ TEST(QuantLayout, Q6_KElementOrderAndSignedScales) {
   b.d = kHalfOne;
   for (int i = 0; i < 16; ++i) b.scales[i] = static_cast<int8_t>(i + 1);
   b.scales[15] = -2;
-  b.ql[40] = 5;                     // half 0, ql[l+32] low nibble, l=8 -> element 40
-  b.qh[32 + 3] = 0b11 << 4;         // half 1, l=3, bits 4-5 -> element 128+64+3
-  b.ql[64 + 3] = 7 << 4;            // same element's low 4 bits (ql[l] high nibble)
-  b.qh[32 + 31] = 0b10 << 6;        // half 1, l=31, bits 6-7 -> element 255
-  b.ql[64 + 32 + 31] = 0xF << 4;    // its low bits: ql[l+32] high nibble
+  b.ql[40] = 5;                   // half 0, ql[l+32] low nibble, l=8 -> element 40
+  b.qh[32 + 3] = 0b11 << 4;       // half 1, l=3, bits 4-5 -> element 128+64+3
+  b.ql[64 + 3] = 7 << 4;          // same element's low 4 bits (ql[l] high nibble)
+  b.qh[32 + 31] = 0b10 << 6;      // half 1, l=31, bits 6-7 -> element 255
+  b.ql[64 + 32 + 31] = 0xF << 4;  // its low bits: ql[l+32] high nibble
   const auto y = decode(DType::kQ6_K, b);
   for (int e = 0; e < 256; ++e) {
     int q = -32;

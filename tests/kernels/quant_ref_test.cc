@@ -30,12 +30,10 @@ struct Budget {
 // amax/254; each plus fp16 rounding of d. The K-quant quantizers minimize RMS
 // error per sub-block, so their per-element bounds are looser.
 const Budget kBudgets[] = {
-    {DType::kF32, 0.0, 0.0},          {DType::kF16, 0.0003, 0.0005},
-    {DType::kBF16, 0.0025, 0.0040},   {DType::kQ8_0, 0.0075, 0.0045},
-    {DType::kQ4_0, 0.095, 0.1265},    {DType::kQ4_1, 0.088, 0.0700},
-    {DType::kQ5_0, 0.055, 0.0635},    {DType::kQ5_1, 0.043, 0.0340},
-    {DType::kQ4_K, 0.080, 0.0950},    {DType::kQ5_K, 0.040, 0.0560},
-    {DType::kQ6_K, 0.019, 0.0200},
+    {DType::kF32, 0.0, 0.0},        {DType::kF16, 0.0003, 0.0005}, {DType::kBF16, 0.0025, 0.0040},
+    {DType::kQ8_0, 0.0075, 0.0045}, {DType::kQ4_0, 0.095, 0.1265}, {DType::kQ4_1, 0.088, 0.0700},
+    {DType::kQ5_0, 0.055, 0.0635},  {DType::kQ5_1, 0.043, 0.0340}, {DType::kQ4_K, 0.080, 0.0950},
+    {DType::kQ5_K, 0.040, 0.0560},  {DType::kQ6_K, 0.019, 0.0200},
 };
 
 std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {
@@ -94,9 +92,10 @@ TEST_P(QuantRefTest, GaussianRoundTripWithinBudget) {
     }
     EXPECT_LE(rel, b.max_rel_rms);
   }
-  std::printf("[ measured ] %-5s rel_rms: %d-block row %.5f, worst row %.5f; "
-              "block max_err/amax %.5f\n",
-              std::string(dtype_name(b.type)).c_str(), 41, long_rel, worst_rel, worst_block);
+  std::printf(
+      "[ measured ] %-5s rel_rms: %d-block row %.5f, worst row %.5f; "
+      "block max_err/amax %.5f\n",
+      std::string(dtype_name(b.type)).c_str(), 41, long_rel, worst_rel, worst_block);
 }
 
 TEST_P(QuantRefTest, ZeroAndConstantRows) {
@@ -116,7 +115,7 @@ TEST_P(QuantRefTest, OutliersAndTinyValuesStayFinite) {
   const Budget b = GetParam();
   const int64_t n = 2 * (dtype_block_size(b.type) == 1 ? 32 : dtype_block_size(b.type));
   auto x = gaussian(n, 3, 0.01f);
-  x[5] = 300.0f;  // one outlier in the first block
+  x[5] = 300.0f;                                       // one outlier in the first block
   for (int64_t i = n / 2; i < n; ++i) x[i] *= 1e-30f;  // below fp16 range
   const auto y = round_trip(b.type, x);
   for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(y[i])) << dtype_name(b.type) << " " << i;

@@ -180,8 +180,10 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
         }
         ASSERT_EQ(m.pool().ref_count(m.block_table(s)[pos / bs]), 1);
         memory[m.slot_of(s, pos)] = next_value;
-        if (pos == n) content.push_back(next_value);
-        else content[pos] = next_value;
+        if (pos == n)
+          content.push_back(next_value);
+        else
+          content[pos] = next_value;
         ++next_value;
         m.set_num_tokens(s, static_cast<int32_t>(content.size()));
       } else if (op == 2 && exists) {  // fork into an unused id

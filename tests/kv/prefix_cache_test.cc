@@ -1,12 +1,12 @@
 // The radix prefix cache inside the KV manager: random traces of admit
 // (match), grow, compute (insert), fork, free and eviction pressure, with the
 // invariants checked after every operation.
-#include "kv/kv_cache_manager.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
+
+#include "kv/kv_cache_manager.h"
 
 namespace pagoda {
 namespace {

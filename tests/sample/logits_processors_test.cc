@@ -48,7 +48,7 @@ TEST(LogitsProcessorsTest, PresenceAndFrequencyOnlyOverOutput) {
   std::vector<int32_t> output = {1, 2, 2, 2, 1, 2};
   std::vector<int32_t> scratch(4, 0);
   apply_penalties(p, prompt, output, logits.data(), 4, scratch);
-  EXPECT_FLOAT_EQ(logits[0], 1.0f);                       // prompt only
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);                        // prompt only
   EXPECT_FLOAT_EQ(logits[1], 1.0f - (-0.25f * 2 + 0.5f));  // count 2
   EXPECT_FLOAT_EQ(logits[2], 1.0f - (-0.25f * 4 + 0.5f));  // count 4
   EXPECT_FLOAT_EQ(logits[3], 1.0f);
@@ -101,8 +101,7 @@ TEST(LogitsProcessorsTest, TopNSortedDescendingWithIdTieBreak) {
   const float lse = log_sum_exp(logits.data(), n);
   std::vector<int32_t> order(n);
   for (int32_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
   std::vector<TokenLogprob> top;
   for (int32_t k : {1, 5, 20, n, n + 5}) {
     top_n_logprobs(logits.data(), n, k, lse, top);

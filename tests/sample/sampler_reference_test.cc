@@ -18,8 +18,7 @@ namespace pagoda {
 namespace {
 
 std::vector<double> reference_probs(const SamplingParams& p, std::vector<float> logits,
-                                    const std::vector<int32_t>& prompt,
-                                    const std::vector<int32_t>& output) {
+                                    const std::vector<int32_t>& prompt, const std::vector<int32_t>& output) {
   const int32_t n = static_cast<int32_t>(logits.size());
   for (const auto& [t, b] : p.logit_bias) logits[t] += b;
   std::set<int32_t> seen(prompt.begin(), prompt.end());
@@ -37,8 +36,7 @@ std::vector<double> reference_probs(const SamplingParams& p, std::vector<float> 
   for (int32_t i = 0; i < n; ++i) {
     if (logits[i] > -INFINITY) order.push_back(i);
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
   if (order.empty()) {  // everything banned: documented fallback to token 0
     probs[0] = 1.0;
     return probs;
@@ -81,13 +79,10 @@ struct Case {
 
 TEST(SamplerReferenceTest, ProbabilitiesMatchNaiveReference) {
   const Case cases[] = {
-      {"plain", 1.0f, 1.0f, 0.0f, 3.0f, 0, false},
-      {"greedy", 0.0f, 1.0f, 0.0f, 3.0f, 0, true},
-      {"top_k", 0.7f, 1.0f, 0.0f, 3.0f, 40, false},
-      {"top_p", 1.3f, 0.9f, 0.0f, 3.0f, 0, true},
+      {"plain", 1.0f, 1.0f, 0.0f, 3.0f, 0, false},       {"greedy", 0.0f, 1.0f, 0.0f, 3.0f, 0, true},
+      {"top_k", 0.7f, 1.0f, 0.0f, 3.0f, 40, false},      {"top_p", 1.3f, 0.9f, 0.0f, 3.0f, 0, true},
       {"flat_top_p", 1.0f, 0.95f, 0.0f, 0.1f, 0, false},  // keeps > 256 tokens
-      {"all", 0.9f, 0.8f, 0.02f, 2.0f, 1000, true},
-      {"min_p", 1.0f, 1.0f, 0.1f, 1.0f, -1, true},
+      {"all", 0.9f, 0.8f, 0.02f, 2.0f, 1000, true},      {"min_p", 1.0f, 1.0f, 0.1f, 1.0f, -1, true},
       {"quantized", 1.0f, 0.7f, 0.0f, 2.0f, 50, false},  // many exact ties
   };
   const uint32_t seed = 31337;

@@ -165,8 +165,7 @@ TEST(SamplerTest, TopKNeverSamplesOutside) {
 
 TEST(SamplerTest, TopPKeepsSmallestPrefixReachingP) {
   // Probabilities 0.5, 0.25, 0.125, 0.125 (shuffled ids).
-  const std::vector<float> logits = {std::log(0.125f), std::log(0.5f), std::log(0.125f),
-                                     std::log(0.25f)};
+  const std::vector<float> logits = {std::log(0.125f), std::log(0.5f), std::log(0.125f), std::log(0.25f)};
   SamplingParams p = seeded();
   p.top_p = 0.75f;  // exactly reached by {1, 3}
   expect_probs(probs_of(p, logits), {0, 2.0 / 3, 0, 1.0 / 3});
@@ -208,8 +207,7 @@ TEST(SamplerTest, TopPAppliesAfterTemperatureAndTopK) {
 }
 
 TEST(SamplerTest, MinPDropsTokensBelowFractionOfMax) {
-  const std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.125f),
-                                     std::log(0.125f)};
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.125f), std::log(0.125f)};
   SamplingParams p = seeded();
   p.min_p = 0.3f;  // threshold 0.15
   expect_probs(probs_of(p, logits), {2.0 / 3, 1.0 / 3, 0, 0});
@@ -220,8 +218,7 @@ TEST(SamplerTest, MinPDropsTokensBelowFractionOfMax) {
   // min_p is relative to the temperature-scaled distribution.
   p.min_p = 0.3f;
   p.temperature = 2.0f;  // probs ∝ 1, 0.707, 0.5, 0.5: all >= 0.3
-  const std::vector<double> want = softmax({0, std::log(0.5) / 2, std::log(0.25) / 2,
-                                            std::log(0.25) / 2});
+  const std::vector<double> want = softmax({0, std::log(0.5) / 2, std::log(0.25) / 2, std::log(0.25) / 2});
   expect_probs(probs_of(p, logits), want);
 }
 
@@ -364,8 +361,7 @@ TEST(SamplerTest, SamplesFollowComputedProbsWithAllProcessors) {
   EXPECT_GE(kept, 2);  // the test is meaningless on a one-hot distribution
   EXPECT_LE(kept, 6);
   const int n = 20000;
-  expect_matches(histogram(s, logits, n, prompt, output),
-                 std::vector<double>(probs.begin(), probs.end()), n);
+  expect_matches(histogram(s, logits, n, prompt, output), std::vector<double>(probs.begin(), probs.end()), n);
 }
 
 TEST(SamplerTest, SampleFromWeights) {

@@ -1,12 +1,13 @@
 // `pagoda bench serve`'s library (src/bench_client/) against the real server
 // on a loopback port: every workload, metrics that add up, JSON output,
 // goodput under SLOs, and clear errors for a bad URL, key or model.
+#include "bench_client/bench_serve.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
-#include "bench_client/bench_serve.h"
 #include "server_test_util.h"
 
 namespace pagoda::server::testing {

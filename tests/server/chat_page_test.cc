@@ -1,6 +1,7 @@
 // The chat page at GET /: served without a key, self-contained, and wired to
 // the streaming chat endpoint. (tests/server/chat_page/ drives it in Chromium.)
 #include "server/chat_page.h"
+
 #include "server_test_util.h"
 
 namespace pagoda::server::testing {

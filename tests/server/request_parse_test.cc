@@ -1,9 +1,9 @@
 // Unit tests of the pure request parsing: OpenAI JSON -> engine specs.
+#include "server/request_parse.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "server/request_parse.h"
 
 namespace pagoda::server {
 namespace {
@@ -19,7 +19,8 @@ TEST(RequestParse, CompletionDefaultsAndFields) {
   ASSERT_FALSE(parse_c(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":40,
       "min_p":0.1,"n":3,"stop":["a","","bb"],"seed":11,"logprobs":2,"presence_penalty":-1.5,
       "frequency_penalty":0.5,"logit_bias":{"5":-100,"7":3.5},"stream":true,
-      "stream_options":{"include_usage":true},"echo":false,"user":"x"})", &r));
+      "stream_options":{"include_usage":true},"echo":false,"user":"x"})",
+                       &r));
   EXPECT_EQ(r.gen.model, "m");
   ASSERT_EQ(r.prompts.size(), 1u);
   EXPECT_EQ(r.prompts[0].text, "hi");
@@ -57,7 +58,11 @@ TEST(RequestParse, PromptForms) {
 
 // Every bad value is a 400 naming the field (or 422 for unsupported ones).
 TEST(RequestParse, BadValues) {
-  struct Case { const char* body; int status; const char* param; };
+  struct Case {
+    const char* body;
+    int status;
+    const char* param;
+  };
   const Case cases[] = {
       {R"({"prompt":"x","max_tokens":-1})", 400, "max_tokens"},
       {R"({"prompt":"x","max_tokens":0})", 400, "max_tokens"},
@@ -114,7 +119,10 @@ TEST(RequestParse, Chat) {
   EXPECT_EQ(*r.gen.max_tokens, 5);
   EXPECT_EQ(r.gen.base.sampling.logprobs, 3);
 
-  struct Case { const char* body; int status; };
+  struct Case {
+    const char* body;
+    int status;
+  };
   const Case bad[] = {
       {R"({"messages":[]})", 400},
       {R"({})", 400},

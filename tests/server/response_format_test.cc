@@ -1,10 +1,11 @@
 // Unit tests of response formatting, SSE framing, errors, auth and metrics.
+#include "server/response_format.h"
+
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/metrics.h"
-#include "server/response_format.h"
 #include "server/sse.h"
 
 namespace pagoda::server {
@@ -141,15 +142,15 @@ TEST(Metrics, RenderCountsFinishedRequests) {
   s.num_kv_blocks = 10;
   s.num_available_kv_blocks = 8;
   const std::string text = m.render(s);
-  for (const char* line : {"pagoda:num_requests_running{model_name=\"tiny\"} 2\n",
-                           "pagoda:kv_cache_free_blocks{model_name=\"tiny\"} 8\n",
-                           "pagoda:prompt_tokens_total{model_name=\"tiny\"} 7\n",
-                           "pagoda:generation_tokens_total{model_name=\"tiny\"} 5\n",
-                           "pagoda:time_to_first_token_seconds_sum{model_name=\"tiny\"} 1\n",
-                           "pagoda:time_per_output_token_seconds_sum{model_name=\"tiny\"} 0.25\n",
-                           "pagoda:request_queue_time_seconds_sum{model_name=\"tiny\"} 0.5\n",
-                           "pagoda:e2e_request_latency_seconds_count{model_name=\"tiny\"} 1\n",
-                           "# TYPE pagoda:e2e_request_latency_seconds histogram\n"}) {
+  for (const char* line :
+       {"pagoda:num_requests_running{model_name=\"tiny\"} 2\n", "pagoda:kv_cache_free_blocks{model_name=\"tiny\"} 8\n",
+        "pagoda:prompt_tokens_total{model_name=\"tiny\"} 7\n",
+        "pagoda:generation_tokens_total{model_name=\"tiny\"} 5\n",
+        "pagoda:time_to_first_token_seconds_sum{model_name=\"tiny\"} 1\n",
+        "pagoda:time_per_output_token_seconds_sum{model_name=\"tiny\"} 0.25\n",
+        "pagoda:request_queue_time_seconds_sum{model_name=\"tiny\"} 0.5\n",
+        "pagoda:e2e_request_latency_seconds_count{model_name=\"tiny\"} 1\n",
+        "# TYPE pagoda:e2e_request_latency_seconds histogram\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
 }

@@ -20,10 +20,11 @@ TEST(ServerFaults, ClientDisconnectMidStreamAbortsRequest) {
   TestServer s;
   const int fd = connect_raw(s.port());
   ASSERT_GE(fd, 0);
-  const std::string body =
-      R"({"prompt":"Once upon a time","max_tokens":1000,"ignore_eos":true,"stream":true})";
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string body = R"({"prompt":"Once upon a time","max_tokens":1000,"ignore_eos":true,"stream":true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
   std::string got;
   char buf[4096];

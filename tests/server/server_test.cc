@@ -160,7 +160,11 @@ TEST_F(ServerTest, BadInputStatusCodes) {
   std::string long_prompt = "[";
   for (int i = 0; i < kTestCtx + 10; ++i) long_prompt += (i ? ",5" : "5");
   long_prompt += "]";
-  struct Case { const char* path; std::string body; int status; };
+  struct Case {
+    const char* path;
+    std::string body;
+    int status;
+  };
   const Case cases[] = {
       {"/v1/completions", "{not json", 400},
       {"/v1/completions", "", 400},
@@ -205,9 +209,26 @@ TEST_F(ServerTest, GarbageBodiesNeverCrash) {
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto c = server_->client();
-  const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"prompt\"", ":", ",", "\"messages\"", "1e400",
-                                           "-1", "null", "true", "\"max_tokens\"", "\"n\"", "\"\\ud800\"", "0.5",
-                                           "\"stream\"", "{\"role\":\"user\"}", "\xc3", "\"temperature\""};
+  const std::vector<std::string> pieces = {"{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           "\"prompt\"",
+                                           ":",
+                                           ",",
+                                           "\"messages\"",
+                                           "1e400",
+                                           "-1",
+                                           "null",
+                                           "true",
+                                           "\"max_tokens\"",
+                                           "\"n\"",
+                                           "\"\\ud800\"",
+                                           "0.5",
+                                           "\"stream\"",
+                                           "{\"role\":\"user\"}",
+                                           "\xc3",
+                                           "\"temperature\""};
   for (int i = 0; i < 150; ++i) {
     std::string body;
     const int n = 1 + static_cast<int>(rng() % 12);

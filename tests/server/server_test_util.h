@@ -38,8 +38,8 @@ class TestServer {
     std::signal(SIGPIPE, SIG_IGN);
     SchedulerConfig sched;
     sched.max_num_seqs = o.max_num_seqs;
-    auto engine = pagoda::testing_util::make_engine(pagoda::testing_util::tiny_model_path("tiny", kTestCtx),
-                                                    o.kv_bytes, 4, sched);
+    auto engine = pagoda::testing_util::make_engine(pagoda::testing_util::tiny_model_path("tiny", kTestCtx), o.kv_bytes,
+                                                    4, sched);
     engine_ = std::make_unique<AsyncEngine>(std::move(engine), o.max_queue);
     ServerConfig c;
     c.host = "127.0.0.1";

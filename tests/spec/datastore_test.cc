@@ -28,8 +28,7 @@ TEST(Datastore, SuffixArrayFindsEveryOccurrence) {
       for (size_t i = 0; i + pat.size() <= t.size(); ++i)
         want += std::equal(pat.begin(), pat.end(), t.begin() + static_cast<long>(i)) ? 1 : 0;
       ASSERT_EQ(e - b, want) << "trial " << trial;
-      for (int64_t i = b; i < e; ++i)
-        ASSERT_TRUE(std::equal(pat.begin(), pat.end(), t.begin() + (*ds)->position(i)));
+      for (int64_t i = b; i < e; ++i) ASSERT_TRUE(std::equal(pat.begin(), pat.end(), t.begin() + (*ds)->position(i)));
     }
   }
 }

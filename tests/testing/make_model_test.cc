@@ -151,9 +151,8 @@ TEST(MakeModelConfig, TypeRulesAndFallbacks) {
 }
 
 TEST_F(MakeModelTest, TinyInEveryDType) {
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                         DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   for (DType dt : types) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     auto f = make_and_open(tiny(dt), std::string(dtype_name(dt)) + ".gguf");
@@ -175,7 +174,8 @@ TEST_F(MakeModelTest, TinyInEveryDType) {
     // Rows of 64 and 128 cannot hold 256-blocks: K-quants become q8_0.
     const DType weight = dtype_block_size(dt) == kQK_K ? DType::kQ8_0 : dt;
     const DType out = (dt == DType::kF32 || dt == DType::kF16 || dt == DType::kBF16 || dt == DType::kQ8_0)
-                          ? dt : DType::kQ8_0;  // q6_k wanted, rows of 64
+                          ? dt
+                          : DType::kQ8_0;  // q6_k wanted, rows of 64
     const auto* emb = f->tensor("token_embd.weight");
     ASSERT_TRUE(emb);
     EXPECT_EQ(emb->dims, (std::vector<int64_t>{64, 512}));
@@ -238,8 +238,7 @@ TEST_F(MakeModelTest, DeterministicFromSeedAndThreadCount) {
   ASSERT_TRUE(make_model(a, path("a.gguf")).is_ok());
   ASSERT_TRUE(make_model(b, path("b.gguf")).is_ok());
   ASSERT_TRUE(make_model(c, path("c.gguf")).is_ok());
-  const std::string ba = read_bytes(path("a.gguf")), bb = read_bytes(path("b.gguf")),
-                    bc = read_bytes(path("c.gguf"));
+  const std::string ba = read_bytes(path("a.gguf")), bb = read_bytes(path("b.gguf")), bc = read_bytes(path("c.gguf"));
   ASSERT_GT(ba.size(), 10000u);
   EXPECT_TRUE(ba == bb);
   EXPECT_EQ(ba.size(), bc.size());

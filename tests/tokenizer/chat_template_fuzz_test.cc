@@ -26,13 +26,65 @@ std::vector<std::string> corpus() {
   return out;
 }
 
-const char* const kPieces[] = {"{%", "%}", "{{", "}}", "{#", "#}", "-", "+", "(", ")", "[", "]", "{", "}",
-                               "'", "\"", "\\", "|", ".", ",", ":", "=", "==", " not ", " in ", " is ",
-                               " and ", " if ", " else ", "endif", "endfor", "{% endfor %}", "{% if x %}",
-                               "{% for m in messages %}", "loop.index0", "ns.x", "[::-1]", "[1:]", "|tojson",
-                               "|length", "|trim", "|items", "namespace(", "raise_exception(", "0", "-1",
-                               "9999999999", "1.5", "none", "\n", " ", "{% macro f() %}{{ f() }}{% endmacro %}",
-                               "{{ f() }}", "range(99999)", "messages", "message['content']", "*", "**", "~"};
+const char* const kPieces[] = {"{%",
+                               "%}",
+                               "{{",
+                               "}}",
+                               "{#",
+                               "#}",
+                               "-",
+                               "+",
+                               "(",
+                               ")",
+                               "[",
+                               "]",
+                               "{",
+                               "}",
+                               "'",
+                               "\"",
+                               "\\",
+                               "|",
+                               ".",
+                               ",",
+                               ":",
+                               "=",
+                               "==",
+                               " not ",
+                               " in ",
+                               " is ",
+                               " and ",
+                               " if ",
+                               " else ",
+                               "endif",
+                               "endfor",
+                               "{% endfor %}",
+                               "{% if x %}",
+                               "{% for m in messages %}",
+                               "loop.index0",
+                               "ns.x",
+                               "[::-1]",
+                               "[1:]",
+                               "|tojson",
+                               "|length",
+                               "|trim",
+                               "|items",
+                               "namespace(",
+                               "raise_exception(",
+                               "0",
+                               "-1",
+                               "9999999999",
+                               "1.5",
+                               "none",
+                               "\n",
+                               " ",
+                               "{% macro f() %}{{ f() }}{% endmacro %}",
+                               "{{ f() }}",
+                               "range(99999)",
+                               "messages",
+                               "message['content']",
+                               "*",
+                               "**",
+                               "~"};
 
 std::string mutate(std::string s, std::mt19937_64& rng) {
   const int num_edits = 1 + static_cast<int>(rng() % 4);
@@ -61,8 +113,7 @@ nlohmann::ordered_json conversation(int variant) {
   const char* kVariants[] = {
       R"([{"role":"system","content":"sys"},{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}])",
       R"([{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcdefghi","type":"function","function":{"name":"f","arguments":{"a":1}}}]},{"role":"tool","tool_call_id":"abcdefghi","content":"42"}])",
-      R"([])",
-      R"([{"role":"user","content":[{"type":"text","text":"parts"}]},{"role":7,"content":{"x":[1,2]}}])"};
+      R"([])", R"([{"role":"user","content":[{"type":"text","text":"parts"}]},{"role":7,"content":{"x":[1,2]}}])"};
   return nlohmann::ordered_json::parse(kVariants[variant % 4]);
 }
 

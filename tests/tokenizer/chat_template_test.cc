@@ -15,8 +15,7 @@
 namespace pagoda {
 namespace {
 
-const std::filesystem::path kDataDir =
-    std::filesystem::path(__FILE__).parent_path() / "data" / "chat_templates";
+const std::filesystem::path kDataDir = std::filesystem::path(__FILE__).parent_path() / "data" / "chat_templates";
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -69,9 +68,8 @@ TEST_P(GoldenTest, MatchesJinja2) {
   for (const auto& c : data["cases"]) {
     const std::string name = c["name"].get<std::string>();
     SCOPED_TRACE("case " + name);
-    auto out = tmpl->render(c["messages"], c["add_generation_prompt"].get<bool>(),
-                            c["bos_token"].get<std::string>(), c["eos_token"].get<std::string>(),
-                            c["tools"], c["extra"]);
+    auto out = tmpl->render(c["messages"], c["add_generation_prompt"].get<bool>(), c["bos_token"].get<std::string>(),
+                            c["eos_token"].get<std::string>(), c["tools"], c["extra"]);
     ++num_cases;
     if (c.contains("expected")) {
       ASSERT_TRUE(out.is_ok()) << out.status().message();
@@ -90,18 +88,18 @@ TEST_P(GoldenTest, MatchesJinja2) {
   std::printf("[ %s ] %d cases (%d expected errors)\n", GetParam().c_str(), num_cases, num_errors);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Templates, GoldenTest,
-    ::testing::Values("HuggingFaceTB-SmolLM3-3B", "Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B",
-                      "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "google-gemma-2-2b-it",
-                      "ibm-granite-granite-3.3-2B-Instruct", "meta-llama-Llama-3.1-8B-Instruct",
-                      "meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-3.5-mini-instruct",
-                      "mistralai-Mistral-Nemo-Instruct-2407", "builtin-chatml", "builtin-llama2"),
-    [](const auto& info) {
-      std::string n = info.param;
-      for (char& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Templates, GoldenTest,
+                         ::testing::Values("HuggingFaceTB-SmolLM3-3B", "Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B",
+                                           "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "google-gemma-2-2b-it",
+                                           "ibm-granite-granite-3.3-2B-Instruct", "meta-llama-Llama-3.1-8B-Instruct",
+                                           "meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-3.5-mini-instruct",
+                                           "mistralai-Mistral-Nemo-Instruct-2407", "builtin-chatml", "builtin-llama2"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 TEST(ChatTemplateTest, ChatMlFallbackRendersExpectedText) {
   auto t = ChatTemplate::parse(kChatMlTemplate);

@@ -38,8 +38,7 @@ TEST(JinjaSnippetTest, MatchesJinja2) {
   ASSERT_FALSE(text.empty()) << "missing " << path;
   // Deliberately unsupported (see chat_template.h): recursive loops, integers
   // beyond 64 bits; `generation` is transformers' tag, absent from plain jinja2.
-  const std::set<std::string> unsupported = {"{% for x in y recursive %}{% endfor %}",
-                                             "{{ 99999999999999999999 }}",
+  const std::set<std::string> unsupported = {"{% for x in y recursive %}{% endfor %}", "{{ 99999999999999999999 }}",
                                              "{% print 'p' %}{% generation %}g{% endgeneration %}"};
   std::tm now{};
   now.tm_year = 124, now.tm_mon = 6, now.tm_mday = 26, now.tm_hour = 12, now.tm_wday = 5, now.tm_yday = 207;
@@ -97,8 +96,7 @@ TEST(JinjaErrorTest, SyntaxErrorsCarryLineNumbers) {
     auto t = ChatTemplate::parse(c.source);
     ASSERT_FALSE(t.is_ok()) << c.source;
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(t.status().message().find(c.needle), std::string::npos)
-        << c.source << " -> " << t.status().message();
+    EXPECT_NE(t.status().message().find(c.needle), std::string::npos) << c.source << " -> " << t.status().message();
   }
 }
 
@@ -113,8 +111,9 @@ TEST(JinjaErrorTest, RuntimeErrorsAreStatuses) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("Need at least one message!"), std::string::npos);
 
-  for (const char* bad : {"{{ nope.attr }}", "{{ 1 + 'a' }}", "{{ nope() }}", "{{ 3() }}", "{{ {}|tojson(indent=2) + 1 }}",
-                          "{% for a, b in [1] %}{% endfor %}", "{% set x = 1 %}{% set x.y = 2 %}"}) {
+  for (const char* bad :
+       {"{{ nope.attr }}", "{{ 1 + 'a' }}", "{{ nope() }}", "{{ 3() }}", "{{ {}|tojson(indent=2) + 1 }}",
+        "{% for a, b in [1] %}{% endfor %}", "{% set x = 1 %}{% set x.y = 2 %}"}) {
     auto e = render(bad);
     EXPECT_FALSE(e.is_ok()) << bad;
     EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << bad;
@@ -125,8 +124,7 @@ TEST(JinjaLimitsTest, RunawayTemplatesStop) {
   ChatRenderOptions small;
   small.max_steps = 100'000;
   const auto start = std::chrono::steady_clock::now();
-  auto r = render("{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}", {},
-                  small);
+  auto r = render("{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}", {}, small);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().message();
   EXPECT_NE(r.status().message().find("step limit"), std::string::npos);

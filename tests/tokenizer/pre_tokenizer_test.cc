@@ -28,8 +28,14 @@ TEST(PreTokenizer, Gpt2Basics) {
   EXPECT_EQ(split(k, "我想在apple工作"), (Words{"我想在apple工作"}));
   EXPECT_EQ(split(k, "Äpfel café"), (Words{"Äpfel", " café"}));
   EXPECT_EQ(split(k, "e\xCC\x81t"), (Words{"e", "\xCC\x81", "t"}));  // combining mark is not \p{L}
-  EXPECT_EQ(split(k, "a\xE3\x80\x80" "b"), (Words{"a", "\xE3\x80\x80", "b"}));  // U+3000 is \s
-  EXPECT_EQ(split(k, "a\xFF" "b"), (Words{"a", "\xFF", "b"}));  // invalid byte kept
+  EXPECT_EQ(split(k,
+                  "a\xE3\x80\x80"
+                  "b"),
+            (Words{"a", "\xE3\x80\x80", "b"}));  // U+3000 is \s
+  EXPECT_EQ(split(k,
+                  "a\xFF"
+                  "b"),
+            (Words{"a", "\xFF", "b"}));  // invalid byte kept
   EXPECT_EQ(split(k, ""), (Words{}));
 }
 
@@ -88,11 +94,13 @@ TEST(PreTokenizer, RandomInputsAreCoveredExactly) {
   const uint32_t seed = 4242;
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const std::vector<std::string> atoms = {"a", "Q", " ", "\n", "\r", "\t", "'", "'s", "7", "٣", "中", "é",
-                                          "\xCC\x81", "!", "\xF0\x9F\x98\x81", "\xFF", "\xE2\x82", "\xC2\xA0"};
-  for (auto kind : {PreTokenizer::kDefault, PreTokenizer::kGpt2, PreTokenizer::kLlama3, PreTokenizer::kQwen2,
-                    PreTokenizer::kDeepseekLlm, PreTokenizer::kDeepseekCoder, PreTokenizer::kFalcon,
-                    PreTokenizer::kStarcoder}) {
+  const std::vector<std::string> atoms = {"a",    "Q",        " ",        "\n", "\r",
+                                          "\t",   "'",        "'s",       "7",  "٣",
+                                          "中",   "é",        "\xCC\x81", "!",  "\xF0\x9F\x98\x81",
+                                          "\xFF", "\xE2\x82", "\xC2\xA0"};
+  for (auto kind :
+       {PreTokenizer::kDefault, PreTokenizer::kGpt2, PreTokenizer::kLlama3, PreTokenizer::kQwen2,
+        PreTokenizer::kDeepseekLlm, PreTokenizer::kDeepseekCoder, PreTokenizer::kFalcon, PreTokenizer::kStarcoder}) {
     for (int iter = 0; iter < 200; ++iter) {
       std::string s;
       const int n = static_cast<int>(rng() % 20);

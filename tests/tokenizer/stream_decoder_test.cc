@@ -10,7 +10,6 @@
 namespace pagoda {
 namespace {
 
-
 bool is_complete_utf8(const std::string& s) {
   for (const tok::CodeUnit& u : tok::decode_utf8(s)) {
     if (u.cp == tok::kInvalidCodePoint) return false;
@@ -27,7 +26,9 @@ int32_t byte_token(const Tokenizer& t, uint8_t b) {
 TEST(StreamDecoder, HoldsBackMultibyteCharactersFedBytewise) {
   PAGODA_SHARED_TOKENIZER(t, "vocab/ggml-vocab-llama-spm.gguf");
   StreamDecoder dec(*t);
-  const std::string text = "a\xF0\x9F\xA6\x99" "b\xE2\x82\xAC\xC3\xA9";  // a🦙b€é
+  const std::string text =
+      "a\xF0\x9F\xA6\x99"
+      "b\xE2\x82\xAC\xC3\xA9";  // a🦙b€é
   std::string all;
   for (unsigned char c : text) {
     const int32_t id = byte_token(*t, c);

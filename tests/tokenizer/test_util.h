@@ -33,7 +33,7 @@ inline const Tokenizer* shared_tokenizer(const std::string& rel_path) {
 
 // In a test body: `const Tokenizer* var` for shared/<rel_path>, or a skip when
 // the file is absent.
-#define PAGODA_SHARED_TOKENIZER(var, rel_path)                                 \
-  PAGODA_SKIP_WITHOUT_SHARED(rel_path);                                        \
+#define PAGODA_SHARED_TOKENIZER(var, rel_path)                                         \
+  PAGODA_SKIP_WITHOUT_SHARED(rel_path);                                                \
   const ::pagoda::Tokenizer* var = ::pagoda::testing_util::shared_tokenizer(rel_path); \
   ASSERT_NE(var, nullptr)

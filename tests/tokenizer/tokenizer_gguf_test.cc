@@ -113,12 +113,13 @@ TEST(RoundTrip, RandomStringsAllVocabs) {
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::vector<std::string> atoms = {
-      "a", "Z", "hello", " ", "  ", "\n", "\t", "\r\n", "'s", "'LL", "0", "12345", "ä", "É", "ß",
-      "中", "文字", "🦙", "😶‍🌫️", "!", "...", "$", "<", "ñ", "\xC2\xA0", "ق", "١٢", "Ⅻ", "½",
+      "a",     "Z", "hello",    " ", "  ", "\n",   "\t",   "\r\n",           "'s", "'LL", "0",
+      "12345", "ä", "É",        "ß", "中", "文字", "🦙", "😶‍🌫️", "!",  "...", "$",
+      "<",     "ñ", "\xC2\xA0", "ق", "١٢", "Ⅻ",    "½",
   };
-  for (const char* name : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
-                           "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-starcoder.gguf",
-                           "vocab/ggml-vocab-deepseek-llm.gguf"}) {
+  for (const char* name :
+       {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf", "vocab/ggml-vocab-gpt-2.gguf",
+        "vocab/ggml-vocab-starcoder.gguf", "vocab/ggml-vocab-deepseek-llm.gguf"}) {
     PAGODA_SHARED_TOKENIZER(t, name);
     for (int iter = 0; iter < 60; ++iter) {
       std::string s;

@@ -47,7 +47,7 @@ std::unique_ptr<Tokenizer> make_abc(float score_ab, float score_bc) {
 TEST(SpmMemory, HighestScoreMergesFirst) {
   auto prefer_bc = make_abc(-2, -1);
   ASSERT_NE(prefer_bc, nullptr);
-  EXPECT_EQ(prefer_bc->encode("abc", false, false), (Ids{kW + 0, kW + 4}));  // a bc
+  EXPECT_EQ(prefer_bc->encode("abc", false, false), (Ids{kW + 0, kW + 4}));         // a bc
   EXPECT_EQ(make_abc(-1, -2)->encode("abc", false, false), (Ids{kW + 3, kW + 2}));  // ab c
   EXPECT_EQ(make_abc(-1, -1)->encode("abc", false, false), (Ids{kW + 3, kW + 2}));  // tie: leftmost
   EXPECT_EQ(make_abc(-1, -1)->encode("bcab", false, false), (Ids{kW + 4, kW + 3}));
@@ -104,7 +104,15 @@ VocabData bpe_vocab(std::string pre) {
   VocabData v;
   v.model = "gpt2";
   v.pre = std::move(pre);
-  v.tokens = {"a", "b", "c", "\xC4\xA0", "ab", "\xC4\xA0" "a", "abc", "<|end|>"};
+  v.tokens = {"a",
+              "b",
+              "c",
+              "\xC4\xA0",
+              "ab",
+              "\xC4\xA0"
+              "a",
+              "abc",
+              "<|end|>"};
   v.token_types.assign(v.tokens.size(), TokenType::kNormal);
   v.token_types.back() = TokenType::kControl;
   v.merges = {"a b", "\xC4\xA0 a", "ab c"};

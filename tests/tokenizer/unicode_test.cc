@@ -10,10 +10,10 @@ TEST(Unicode, Classes) {
   EXPECT_EQ(unicode_class('7'), UnicodeClass::kNumber);
   EXPECT_EQ(unicode_class('!'), UnicodeClass::kPunctuation);
   EXPECT_EQ(unicode_class('$'), UnicodeClass::kSymbol);
-  EXPECT_EQ(unicode_class(0x00C4), UnicodeClass::kLetter);   // Ä
-  EXPECT_EQ(unicode_class(0x4E2D), UnicodeClass::kLetter);   // 中
-  EXPECT_EQ(unicode_class(0x0663), UnicodeClass::kNumber);   // Arabic-Indic 3
-  EXPECT_EQ(unicode_class(0x00BD), UnicodeClass::kNumber);   // ½
+  EXPECT_EQ(unicode_class(0x00C4), UnicodeClass::kLetter);  // Ä
+  EXPECT_EQ(unicode_class(0x4E2D), UnicodeClass::kLetter);  // 中
+  EXPECT_EQ(unicode_class(0x0663), UnicodeClass::kNumber);  // Arabic-Indic 3
+  EXPECT_EQ(unicode_class(0x00BD), UnicodeClass::kNumber);  // ½
   EXPECT_EQ(unicode_class(0x0301), UnicodeClass::kMark);
   EXPECT_EQ(unicode_class(0x1F999), UnicodeClass::kSymbol);  // 🦙
   EXPECT_EQ(unicode_class(0x3001), UnicodeClass::kPunctuation);
@@ -47,20 +47,23 @@ TEST(Unicode, IncompleteTail) {
   EXPECT_EQ(utf8_incomplete_tail("a\xE2\x82"), 2u);
   EXPECT_EQ(utf8_incomplete_tail("a\xE2\x82\xAC"), 0u);
   EXPECT_EQ(utf8_incomplete_tail("\xF0\x9F\xA6"), 3u);
-  EXPECT_EQ(utf8_incomplete_tail("\x82\x82"), 0u);   // stray continuations: invalid, not pending
-  EXPECT_EQ(utf8_incomplete_tail("\xE0\x80"), 0u);   // overlong prefix can never complete
+  EXPECT_EQ(utf8_incomplete_tail("\x82\x82"), 0u);  // stray continuations: invalid, not pending
+  EXPECT_EQ(utf8_incomplete_tail("\xE0\x80"), 0u);  // overlong prefix can never complete
   EXPECT_EQ(utf8_incomplete_tail("\xFF"), 0u);
 }
 
 TEST(Unicode, Sanitize) {
   EXPECT_EQ(sanitize_utf8("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(sanitize_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(sanitize_utf8("a\xFF"
+                          "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(sanitize_utf8("\xF0\x9F\xA6"), "\xEF\xBF\xBD");  // one per maximal subpart
   EXPECT_EQ(sanitize_utf8("\xE2\x82x"), "\xEF\xBF\xBDx");
 }
 
 TEST(Unicode, ByteAlphabetRoundTrips) {
-  EXPECT_EQ(byte_to_bpe_char(' '), "\xC4\xA0");  // Ġ
+  EXPECT_EQ(byte_to_bpe_char(' '), "\xC4\xA0");   // Ġ
   EXPECT_EQ(byte_to_bpe_char('\n'), "\xC4\x8A");  // Ċ
   EXPECT_EQ(byte_to_bpe_char('a'), "a");
   for (int b = 0; b < 256; ++b) {

@@ -15,7 +15,7 @@ namespace {
 
 const std::string kVocabDir = std::string(PAGODA_SHARED_DIR) + "/vocab/";
 const char* const kVocabs[] = {
-    "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf", "ggml-vocab-gpt-2.gguf",
+    "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",        "ggml-vocab-gpt-2.gguf",
     "ggml-vocab-starcoder.gguf", "ggml-vocab-deepseek-llm.gguf",
 };
 

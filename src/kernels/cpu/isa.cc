@@ -10,18 +10,15 @@ namespace {
 
 bool host_has(Isa isa) {
   switch (isa) {
-    case Isa::kScalar:
-      return true;
+    case Isa::kScalar: return true;
 #if defined(__x86_64__) && defined(__GNUC__)
-    case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
 #endif
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -72,8 +69,7 @@ Isa isa_from_env(const char* value) {
     return best;
   }
   if (!isa_supported(*forced)) {
-    std::fprintf(stderr, "pagoda: PAGODA_ISA=%s not supported on this CPU; using %s\n", value,
-                 isa_name(best).data());
+    std::fprintf(stderr, "pagoda: PAGODA_ISA=%s not supported on this CPU; using %s\n", value, isa_name(best).data());
     return best;
   }
   return *forced;

@@ -28,14 +28,11 @@ ActFormat act_format_of(WKind kind) {
   switch (kind) {
     case WKind::kF32:
     case WKind::kF16:
-    case WKind::kBF16:
-      return ActFormat::kFloat;
+    case WKind::kBF16: return ActFormat::kFloat;
     case WKind::kQ4_K:
     case WKind::kQ5_K:
-    case WKind::kQ6_K:
-      return ActFormat::kQ8_K;
-    default:
-      return ActFormat::kQ8_32;
+    case WKind::kQ6_K: return ActFormat::kQ8_K;
+    default: return ActFormat::kQ8_32;
   }
 }
 

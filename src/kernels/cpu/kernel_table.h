@@ -37,7 +37,7 @@ struct MatmulArgs {
   const uint8_t* wp = nullptr;  // packed copy (cpu/pack.h): group g at wp + g * group_bytes
   size_t group_bytes = 0;
   int64_t n_in = 0;
-  int64_t n_out = 0;  // rows of W (and of y): the packed copy pads the last group
+  int64_t n_out = 0;         // rows of W (and of y): the packed copy pads the last group
   const float* x = nullptr;  // float activations (F32/F16/BF16 weights)
   int64_t x_stride = 0;
   ActQ8 act;  // quantized activations (integer kernels)

@@ -108,7 +108,10 @@ float dot_k45(const uint8_t* row, const MatmulArgs& a, int64_t t) {
     Block blk;
     std::memcpy(&blk, row + b * sizeof(Block), sizeof(Block));
     int q[kQK_K];
-    if constexpr (std::is_same_v<Block, BlockQ4_K>) k4_ints(blk, q); else k5_ints(blk, q);
+    if constexpr (std::is_same_v<Block, BlockQ4_K>)
+      k4_ints(blk, q);
+    else
+      k5_ints(blk, q);
     int sumi = 0, summ = 0;
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;

@@ -159,10 +159,8 @@ bool packable(WKind kind) {
     case WKind::kQ8_0:
     case WKind::kQ4_K:
     case WKind::kQ5_K:
-    case WKind::kQ6_K:
-      return true;
-    default:
-      return false;
+    case WKind::kQ6_K: return true;
+    default: return false;
   }
 }
 
@@ -179,14 +177,13 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
     case WKind::kF32:
     case WKind::kF16:
-    case WKind::kBF16:
-      return static_cast<size_t>(n_in) * kPackRows * elem_bytes(kind);
+    case WKind::kBF16: return static_cast<size_t>(n_in) * kPackRows * elem_bytes(kind);
     default: return 0;
   }
 }
 
-void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_rows, int64_t g0,
-                 int64_t g1, uint8_t* out) {
+void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_rows, int64_t g0, int64_t g1,
+                 uint8_t* out) {
   PAGODA_CHECK(packable(kind));
   const size_t gb = packed_group_bytes(kind, n_in);
   std::vector<uint8_t> zero_row;

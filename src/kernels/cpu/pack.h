@@ -64,7 +64,7 @@ size_t packed_group_bytes(WKind kind, int64_t n_in);
 // Packs the groups [g0, g1) of the n_rows rows of w (row r at w + r *
 // row_bytes) into out (group g at out + (g - g0) * packed_group_bytes);
 // rows from n_rows on are zeros.
-void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_rows, int64_t g0,
-                 int64_t g1, uint8_t* out);
+void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_rows, int64_t g0, int64_t g1,
+                 uint8_t* out);
 
 }  // namespace pagoda::kernels::cpu

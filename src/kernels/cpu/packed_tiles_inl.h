@@ -141,12 +141,10 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
     VF dw[RG];
-    for (int r = 0; r < RG; ++r)
-      dw[r] = V::load_f16(sc[r] + 32 * b);
+    for (int r = 0; r < RG; ++r) dw[r] = V::load_f16(sc[r] + 32 * b);
     for (int t = 0; t < T; ++t) {
       const VF dx = V::set1_f(xd[t][b]);
-      for (int r = 0; r < RG; ++r)
-        acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(dw[r], dx), acc[r][t]);
+      for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), V::mul(dw[r], dx), acc[r][t]);
     }
     if constexpr (P::kMin) {
       for (int r = 0; r < RG; ++r) {
@@ -213,8 +211,7 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
     fill(ms, V::zero_i());
     for (int p = 0; p < 4; ++p) {
       VI mv[RG];
-      for (int r = 0; r < RG; ++r)
-        mv[r] = V::u8x32_to_i16(meta[r] + b * kPackQ4KMeta + 192 + 32 * p);
+      for (int r = 0; r < RG; ++r) mv[r] = V::u8x32_to_i16(meta[r] + b * kPackQ4KMeta + 192 + 32 * p);
       for (int t = 0; t < T; ++t) {
         const int16_t* s = bs[t] + 16 * b + 4 * p;
         const auto lo = static_cast<uint16_t>(s[0] + s[1]);
@@ -226,8 +223,7 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) {
       const VF dmin = V::load_f16(meta[r] + b * kPackQ4KMeta + 32);
       for (int t = 0; t < T; ++t)
-        acc[r][t] = V::fnmadd(V::cvt_i_f(ms[r][t]), V::mul(dmin, V::set1_f(xd[t][b])),
-                                     acc[r][t]);
+        acc[r][t] = V::fnmadd(V::cvt_i_f(ms[r][t]), V::mul(dmin, V::set1_f(xd[t][b])), acc[r][t]);
     }
   }
   for (int t = 0; t < T; ++t)
@@ -277,8 +273,7 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
           for (int r = 0; r < RG; ++r) is[r][t] = init;
         }
         VI h[RG];
-        for (int r = 0; r < RG; ++r)
-          h[r] = V::load_i(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
+        for (int r = 0; r < RG; ++r) h[r] = V::load_i(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
         auto step = [&](auto ic) {
           constexpr int i = decltype(ic)::value;
           VI w[RG];
@@ -389,15 +384,47 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
-template <int RG, int T> struct KQ4_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ8_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ4_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_1, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ5_0 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_0, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ5_1 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_1, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ4_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<false, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ5_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<true, RG, T>(a, g, t); } };
-template <int RG, int T> struct KQ6_K { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); } };
-template <int RG, int T> struct KF32 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); } };
-template <int RG, int T> struct KF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); } };
-template <int RG, int T> struct KBF16 { static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); } };
-
+template <int RG, int T>
+struct KQ4_0 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ8_0 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ4_1 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_1, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ5_0 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_0, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ5_1 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ5_1, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ4_K {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<false, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ5_K {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<true, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ6_K {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KF32 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF32, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KF16 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdF16, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KBF16 {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_f<LdBF16, RG, T>(a, g, t); }
+};

@@ -120,9 +120,7 @@ struct V {
     return {_mm256_and_ps(a.lo, m), _mm256_and_ps(a.hi, m)};
   }
   static F fmadd(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
-  static F fnmadd(F a, F b, F c) {
-    return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
-  }
+  static F fnmadd(F a, F b, F c) { return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)}; }
   static F cvt_i_f(I a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
   static I round_f_i(F a) { return {_mm256_cvtps_epi32(a.lo), _mm256_cvtps_epi32(a.hi)}; }  // nearest even
 
@@ -178,8 +176,8 @@ struct V {
   // clamped at exp(88.3).
   static __m256 exp8(__m256 x) {
     const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.3f));
-    const __m256 r = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r =
+        _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f = _mm256_fnmadd_ps(r, _mm256_set1_ps(0.693145751953125f), xc);
     f = _mm256_fnmadd_ps(r, _mm256_set1_ps(1.428606765330187e-6f), f);
     __m256 p = _mm256_set1_ps(1.0f / 5040);

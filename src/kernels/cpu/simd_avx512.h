@@ -64,15 +64,11 @@ struct V {
     return _mm_cvtsi128_si32(t);
   }
   // 16 int32 in [-128, 127] -> 16 int8 at p.
-  static void store_i8(int8_t* p, I a) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(a));
-  }
+  static void store_i8(int8_t* p, I a) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(a)); }
 
   // Float lanes.
   static F load_f(const float* p) { return _mm512_loadu_ps(p); }
-  static F load_f16(const void* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
-  }
+  static F load_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
   static F load_bf16(const void* p) {
     const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));

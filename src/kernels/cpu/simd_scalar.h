@@ -51,7 +51,9 @@ struct V {
     return r;
   }
 
-  static F load_f(const float* p) { return map([&](int i) { return p[i]; }); }
+  static F load_f(const float* p) {
+    return map([&](int i) { return p[i]; });
+  }
   static F load_f16(const void* p) {
     uint16_t h[16];
     std::memcpy(h, p, sizeof h);
@@ -64,19 +66,39 @@ struct V {
   }
   static void store_f(float* p, F a) { std::copy_n(a.v, 16, p); }
   static F zero_f() { return set1_f(0.0f); }
-  static F set1_f(float x) { return map([&](int) { return x; }); }
-  static F add(F a, F b) { return map([&](int i) { return a.v[i] + b.v[i]; }); }
-  static F sub(F a, F b) { return map([&](int i) { return a.v[i] - b.v[i]; }); }
-  static F mul(F a, F b) { return map([&](int i) { return a.v[i] * b.v[i]; }); }
-  static F div(F a, F b) { return map([&](int i) { return a.v[i] / b.v[i]; }); }
-  static F max(F a, F b) { return map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; }); }
-  static F min(F a, F b) { return map([&](int i) { return a.v[i] < b.v[i] ? a.v[i] : b.v[i]; }); }
+  static F set1_f(float x) {
+    return map([&](int) { return x; });
+  }
+  static F add(F a, F b) {
+    return map([&](int i) { return a.v[i] + b.v[i]; });
+  }
+  static F sub(F a, F b) {
+    return map([&](int i) { return a.v[i] - b.v[i]; });
+  }
+  static F mul(F a, F b) {
+    return map([&](int i) { return a.v[i] * b.v[i]; });
+  }
+  static F div(F a, F b) {
+    return map([&](int i) { return a.v[i] / b.v[i]; });
+  }
+  static F max(F a, F b) {
+    return map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; });
+  }
+  static F min(F a, F b) {
+    return map([&](int i) { return a.v[i] < b.v[i] ? a.v[i] : b.v[i]; });
+  }
   static F abs(F a) {
     return map([&](int i) { return fp32_from_bits(fp32_to_bits(a.v[i]) & 0x7fffffffu); });
   }
-  static F fmadd(F a, F b, F c) { return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; }); }
-  static F fnmadd(F a, F b, F c) { return map([&](int i) { return c.v[i] - a.v[i] * b.v[i]; }); }
-  static F cvt_i_f(I a) { return map([&](int i) { return static_cast<float>(a.v[i]); }); }
+  static F fmadd(F a, F b, F c) {
+    return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
+  }
+  static F fnmadd(F a, F b, F c) {
+    return map([&](int i) { return c.v[i] - a.v[i] * b.v[i]; });
+  }
+  static F cvt_i_f(I a) {
+    return map([&](int i) { return static_cast<float>(a.v[i]); });
+  }
   // Nearest even via 1.5 * 2^23 (exact for |x| < 2^22, all callers' range).
   static I round_f_i(F a) {
     I r;
@@ -103,7 +125,9 @@ struct V {
     for (int i = 1; i < 16; ++i) m = a.v[i] > m ? a.v[i] : m;
     return m;
   }
-  static F exp(F a) { return map([&](int i) { return fast_exp(a.v[i]); }); }
+  static F exp(F a) {
+    return map([&](int i) { return fast_exp(a.v[i]); });
+  }
   static void transpose16(F* r) {
     for (int i = 0; i < 16; ++i)
       for (int j = i + 1; j < 16; ++j) std::swap(r[i].v[j], r[j].v[i]);

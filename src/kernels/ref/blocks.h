@@ -78,11 +78,13 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // Static description of a block type, for generic row loops.
-template <class Block> struct BlockTraits;
-#define PAGODA_BLOCK_TRAITS(B, T, N)          \
-  template <> struct BlockTraits<B> {         \
-    static constexpr DType kType = DType::T;  \
-    static constexpr int kSize = N;           \
+template <class Block>
+struct BlockTraits;
+#define PAGODA_BLOCK_TRAITS(B, T, N)         \
+  template <>                                \
+  struct BlockTraits<B> {                    \
+    static constexpr DType kType = DType::T; \
+    static constexpr int kSize = N;          \
   }
 PAGODA_BLOCK_TRAITS(BlockQ4_0, kQ4_0, kQK4_0);
 PAGODA_BLOCK_TRAITS(BlockQ4_1, kQ4_1, kQK4_1);

@@ -83,29 +83,23 @@ bool visit_block_type(DType type, Fn&& fn) {
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   switch (type) {
-    case DType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(src, i));
       return;
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(src, i));
       return;
-    default:
-      break;
+    default: break;
   }
-  const bool known = visit_block_type(
-      type, [&]<class Block>() { dequantize_blocks<Block>(src, dst, n); });
+  const bool known = visit_block_type(type, [&]<class Block>() { dequantize_blocks<Block>(src, dst, n); });
   PAGODA_CHECK(known && "dequantize_row: unsupported dtype");
 }
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   auto* bytes = static_cast<unsigned char*>(dst);
   switch (type) {
-    case DType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::kF16:
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -113,11 +107,9 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
         std::memcpy(bytes + 2 * i, &h, 2);
       }
       return;
-    default:
-      break;
+    default: break;
   }
-  const bool known = visit_block_type(
-      type, [&]<class Block>() { quantize_blocks<Block>(src, dst, n); });
+  const bool known = visit_block_type(type, [&]<class Block>() { quantize_blocks<Block>(src, dst, n); });
   PAGODA_CHECK(known && "quantize_row: unsupported dtype");
 }
 
@@ -133,11 +125,9 @@ double vec_dot(DType type, const void* w, const float* x, int64_t n) {
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(load_u16(w, i))) * x[i];
       return sum;
-    default:
-      break;
+    default: break;
   }
-  const bool known = visit_block_type(
-      type, [&]<class Block>() { sum = dot_blocks<Block>(w, x, n); });
+  const bool known = visit_block_type(type, [&]<class Block>() { sum = dot_blocks<Block>(w, x, n); });
   PAGODA_CHECK(known && "vec_dot: unsupported dtype");
   return sum;
 }

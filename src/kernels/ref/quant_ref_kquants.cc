@@ -98,8 +98,7 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
 }
 
 // Quantizes 8 sub-block (scale, min) pairs to 6 bits against fp16 d/dmin.
-void quantize_scales_k4(const AffineFit* fits, uint16_t* d_out, uint16_t* dmin_out,
-                        uint8_t* sc, uint8_t* m) {
+void quantize_scales_k4(const AffineFit* fits, uint16_t* d_out, uint16_t* dmin_out, uint8_t* sc, uint8_t* m) {
   float max_s = 0, max_m = 0;
   for (int j = 0; j < 8; ++j) {
     max_s = std::max(max_s, fits[j].s);
@@ -116,8 +115,8 @@ void quantize_scales_k4(const AffineFit* fits, uint16_t* d_out, uint16_t* dmin_o
 }
 
 // Levels 0..nmax for a whole Q4_K/Q5_K super-block, given its encoded scales.
-void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* sc,
-               const uint8_t* m, int nmax, int* levels) {
+void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* sc, const uint8_t* m, int nmax,
+               int* levels) {
   const float d = fp16_to_fp32(d_h);
   const float dmin = fp16_to_fp32(dmin_h);
   for (int j = 0; j < 8; ++j) {
@@ -130,8 +129,7 @@ void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* s
   }
 }
 
-void encode_k4(const float* src, int nmax, uint16_t* d, uint16_t* dmin, uint8_t* scales,
-               int* levels) {
+void encode_k4(const float* src, int nmax, uint16_t* d, uint16_t* dmin, uint8_t* scales, int* levels) {
   AffineFit fits[8];
   for (int j = 0; j < 8; ++j) fits[j] = fit_affine(src + j * kSubK4, kSubK4, nmax);
   uint8_t sc[8], m[8];

@@ -23,12 +23,17 @@ struct Expr {
     kCall,     // args[0](args[1..], kwargs)
     kFilter,   // args[0] | name(args[1..], kwargs)
     kTest,     // args[0] is [not] name(args[1..], kwargs); negated when `negate`
-    kNot, kNeg, kPos,      // unary on args[0]
-    kBinary,   // args[0] op args[1]; op in name: + - * / // % ** ~
-    kAnd, kOr,
+    kNot,
+    kNeg,
+    kPos,     // unary on args[0]
+    kBinary,  // args[0] op args[1]; op in name: + - * / // % ** ~
+    kAnd,
+    kOr,
     kCompare,  // args[0] ops[0] args[1] ops[1] args[2] ...: == != < <= > >= in notin
     kCond,     // args[1] if args[0] else args[2] (args[2] may be null)
-    kList, kTuple, kDict,  // dict: args alternate key, value
+    kList,
+    kTuple,
+    kDict,  // dict: args alternate key, value
   };
   Kind kind;
   int line = 0;
@@ -53,8 +58,9 @@ struct Stmt {
     kSet,       // set targets = expr; or set targets[0].attr = expr when attr is set
     kSetBlock,  // set targets[0] %}body{% endset
     kMacro,     // macro name(targets = defaults) body
-    kBreak, kContinue,
-    kScope,     // a plain body (generation blocks)
+    kBreak,
+    kContinue,
+    kScope,  // a plain body (generation blocks)
   };
   Kind kind;
   int line = 0;

@@ -64,7 +64,8 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
       const size_t idx = std::stoul(field);
       v = idx < a.positional.size() ? &a.positional[idx] : nullptr;
     } else {
-      for (const auto& [k, kv] : a.keyword) if (k == field) v = &kv;
+      for (const auto& [k, kv] : a.keyword)
+        if (k == field) v = &kv;
     }
     if (!v) fail("format field '{" + field + "}' has no matching argument (format specs are not supported)");
     out += v->str();
@@ -125,7 +126,8 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
     return Value(all_code_points(s, [](uint32_t c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }));
   }
   if (name == "isalnum") {
-    return Value(all_code_points(s, [](uint32_t c) { return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9'); }));
+    return Value(
+        all_code_points(s, [](uint32_t c) { return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9'); }));
   }
   if (name == "isspace") return Value(all_code_points(s, is_py_space));
   if (name == "islower") return Value(py_lower(s) == s && py_upper(s) != s);
@@ -146,9 +148,12 @@ Value dict_method(const Value& obj, const std::string& name, const CallArgs& a) 
   }
   std::vector<Value> out;
   for (const auto& [k, v] : d.items) {
-    if (name == "keys") out.emplace_back(k);
-    else if (name == "values") out.push_back(v);
-    else out.push_back(Value::list({Value(k), v}, true));
+    if (name == "keys")
+      out.emplace_back(k);
+    else if (name == "values")
+      out.push_back(v);
+    else
+      out.push_back(Value::list({Value(k), v}, true));
   }
   return Value::list(std::move(out));
 }
@@ -168,7 +173,8 @@ Value list_method(const Value& obj, const std::string& name, const CallArgs& a) 
 }
 
 bool is_one_of(const std::string& name, std::initializer_list<const char*> names) {
-  for (const char* n : names) if (name == n) return true;
+  for (const char* n : names)
+    if (name == n) return true;
   return false;
 }
 
@@ -226,25 +232,24 @@ Value Interpreter::get_attr(const Value& obj, const std::string& name) {
     return Value::function(name, [obj, name, fn](Interpreter& in, const CallArgs& a) { return fn(in, obj, name, a); });
   };
   if (obj.is_string()) {
-    if (is_one_of(name, {"strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "upper",
-                         "lower", "title", "capitalize", "replace", "find", "count", "splitlines", "join",
-                         "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "format"})) {
+    if (is_one_of(name, {"strip",   "lstrip",  "rstrip",     "split",   "rsplit",  "startswith", "endswith",   "upper",
+                         "lower",   "title",   "capitalize", "replace", "find",    "count",      "splitlines", "join",
+                         "isdigit", "isalpha", "isalnum",    "isspace", "islower", "isupper",    "format"})) {
       return bound([](Interpreter& in, const Value& o, const std::string& n, const CallArgs& a) {
         return string_method(in, o.as_string(), n, a);
       });
     }
   } else if (obj.is_dict() && !obj.is_namespace()) {
     if (is_one_of(name, {"get", "items", "keys", "values"})) {
-      return bound([](Interpreter&, const Value& o, const std::string& n, const CallArgs& a) {
-        return dict_method(o, n, a);
-      });
+      return bound(
+          [](Interpreter&, const Value& o, const std::string& n, const CallArgs& a) { return dict_method(o, n, a); });
     }
-    if (is_one_of(name, {"pop", "popitem", "update", "clear", "setdefault", "copy", "fromkeys"})) return unsafe(name, obj);
+    if (is_one_of(name, {"pop", "popitem", "update", "clear", "setdefault", "copy", "fromkeys"}))
+      return unsafe(name, obj);
   } else if (obj.is_list()) {
     if (is_one_of(name, {"index", "count"})) {
-      return bound([](Interpreter&, const Value& o, const std::string& n, const CallArgs& a) {
-        return list_method(o, n, a);
-      });
+      return bound(
+          [](Interpreter&, const Value& o, const std::string& n, const CallArgs& a) { return list_method(o, n, a); });
     }
     if (is_one_of(name, {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear", "copy"})) {
       return unsafe(name, obj);
@@ -269,7 +274,8 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
     if (i >= 0 && i < n) {
       if (obj.is_list()) return obj.as_list().items[static_cast<size_t>(i)];
       const std::vector<size_t> offs = code_point_offsets(obj.as_string());
-      return Value(obj.as_string().substr(offs[static_cast<size_t>(i)], offs[static_cast<size_t>(i) + 1] - offs[static_cast<size_t>(i)]));
+      return Value(obj.as_string().substr(offs[static_cast<size_t>(i)],
+                                          offs[static_cast<size_t>(i) + 1] - offs[static_cast<size_t>(i)]));
     }
     return Value::undefined(std::string(obj.type_name()) + " object has no element " + std::to_string(key.to_int()));
   }

@@ -10,8 +10,7 @@ namespace {
 [[noreturn]] void type_error(const std::string& op, const Value& a, const Value& b) {
   a.require_defined();
   b.require_defined();
-  fail("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" +
-       b.type_name() + "'");
+  fail("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
 // Usage: `if (__builtin_add_overflow(a, b, &r)) overflow();`
@@ -53,10 +52,14 @@ Value percent_format(const std::string& fmt, const Value& args) {
     if (c != 's' && c != 'r' && c != 'd' && c != 'i') fail("unsupported format character in '%' formatting");
     if (next >= list.size()) fail("not enough arguments for format string");
     const Value& v = list[next++];
-    if (c == 's') out += v.str();
-    else if (c == 'r') out += v.repr();
-    else if (v.is_number()) out += std::to_string(v.is_float() ? static_cast<int64_t>(v.as_float()) : v.to_int());
-    else fail("%d format: a real number is required");
+    if (c == 's')
+      out += v.str();
+    else if (c == 'r')
+      out += v.repr();
+    else if (v.is_number())
+      out += std::to_string(v.is_float() ? static_cast<int64_t>(v.as_float()) : v.to_int());
+    else
+      fail("%d format: a real number is required");
   }
   if (next < list.size()) fail("not all arguments converted during string formatting");
   return Value(std::move(out));
@@ -79,8 +82,7 @@ bool value_contains(const Value& container, const Value& item) {
       }
       return false;
     case Kind::kDict: return item.is_string() && container.as_dict().find(item.as_string());
-    default:
-      fail(std::string("argument of type '") + container.type_name() + "' is not iterable");
+    default: fail(std::string("argument of type '") + container.type_name() + "' is not iterable");
   }
 }
 
@@ -239,8 +241,8 @@ Value Interpreter::eval(const Expr& e) {
       const Value v = eval(*e.args[0]);
       if (!v.is_number()) {
         v.require_defined();
-        fail(std::string("bad operand type for unary ") + (e.kind == Expr::Kind::kNeg ? "-" : "+") +
-             ": '" + v.type_name() + "'");
+        fail(std::string("bad operand type for unary ") + (e.kind == Expr::Kind::kNeg ? "-" : "+") + ": '" +
+             v.type_name() + "'");
       }
       if (e.kind == Expr::Kind::kPos) return v.is_bool() ? Value(v.to_int()) : v;
       if (v.is_float()) return Value(-v.as_float());

@@ -116,7 +116,9 @@ Value sort_filter(Interpreter& in, const Value& seq, const CallArgs& a) {
 
 Value indent_filter(const std::string& s, const CallArgs& a) {
   const Value* w = a.get(0, "width");
-  const std::string ind = w && w->is_string() ? w->as_string() : std::string(static_cast<size_t>(std::clamp<int64_t>(w ? w->to_int() : 4, 0, 256)), ' ');
+  const std::string ind = w && w->is_string()
+                              ? w->as_string()
+                              : std::string(static_cast<size_t>(std::clamp<int64_t>(w ? w->to_int() : 4, 0, 256)), ' ');
   const std::vector<std::string> lines = py_splitlines(s + "\n");
   std::string out;
   if (flag(a.get(2, "blank"), false)) {
@@ -183,7 +185,12 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, const C
     check_size(s.size());
     return Value(std::move(s));
   }
-  if (name == "trim") return Value(py_strip(v.str(), a.get(0, "chars") && a.get(0, "chars")->is_string() ? std::optional<std::string>(a.get(0, "chars")->as_string()) : std::nullopt, true, true));
+  if (name == "trim")
+    return Value(py_strip(v.str(),
+                          a.get(0, "chars") && a.get(0, "chars")->is_string()
+                              ? std::optional<std::string>(a.get(0, "chars")->as_string())
+                              : std::nullopt,
+                          true, true));
   if (name == "string") return Value(v.str());
   if (name == "upper") return Value(py_upper(v.str()));
   if (name == "lower") return Value(py_lower(v.str()));
@@ -354,9 +361,9 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, const Call
   if (name == "sameas") return values_equal(v, need_arg()) && v.kind() == need_arg().kind();
   if (name == "in") return value_contains(need_arg(), v);
   static const std::pair<const char*, const char*> kCompare[] = {
-      {"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="}, {"lt", "<"},
-      {"lessthan", "<"}, {"<", "<"}, {"le", "<="}, {"<=", "<="}, {"gt", ">"}, {"greaterthan", ">"},
-      {">", ">"}, {"ge", ">="}, {">=", ">="}};
+      {"eq", "=="}, {"equalto", "=="},    {"==", "=="}, {"ne", "!="}, {"!=", "!="},
+      {"lt", "<"},  {"lessthan", "<"},    {"<", "<"},   {"le", "<="}, {"<=", "<="},
+      {"gt", ">"},  {"greaterthan", ">"}, {">", ">"},   {"ge", ">="}, {">=", ">="}};
   for (const auto& [test, op] : kCompare) {
     if (name == test) return eval_compare(op, v, need_arg());
   }

@@ -7,8 +7,7 @@ namespace pagoda::jinja {
 Interpreter::Interpreter(const Limits& limits, StrftimeFn strftime_now)
     : limits_(limits), strftime_(std::move(strftime_now)) {}
 
-std::string Interpreter::render(const StmtList& body,
-                                const std::vector<std::pair<std::string, Value>>& context) {
+std::string Interpreter::render(const StmtList& body, const std::vector<std::pair<std::string, Value>>& context) {
   frames_.clear();
   frames_.emplace_back();
   install_globals();
@@ -33,14 +32,14 @@ void Interpreter::count_steps(int64_t n) {
   steps_ += n;
   if (steps_ > limits_.max_steps) {
     throw LimitError("template exceeded the step limit (" + std::to_string(limits_.max_steps) +
-         "); is it looping without end?");
+                     "); is it looping without end?");
   }
 }
 
 void Interpreter::check_size(size_t n) const {
   if (n > limits_.max_output_bytes) {
-    throw LimitError("template output or value exceeds the size limit of " +
-         std::to_string(limits_.max_output_bytes) + " bytes");
+    throw LimitError("template output or value exceeds the size limit of " + std::to_string(limits_.max_output_bytes) +
+                     " bytes");
   }
 }
 
@@ -79,8 +78,10 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
     case Stmt::Kind::kData: write(s.text); break;
     case Stmt::Kind::kOutput: {
       const Value v = eval(*s.expr);
-      if (v.is_string()) write(v.as_string());
-      else write(v.str());
+      if (v.is_string())
+        write(v.as_string());
+      else
+        write(v.str());
       break;
     }
     case Stmt::Kind::kIf:
@@ -114,8 +115,8 @@ void Interpreter::bind_targets(const std::vector<std::string>& targets, const Va
   }
   std::vector<Value> items = iterate(v);
   if (items.size() != targets.size()) {
-    fail("cannot unpack " + std::to_string(items.size()) + " values into " +
-         std::to_string(targets.size()) + " variables");
+    fail("cannot unpack " + std::to_string(items.size()) + " values into " + std::to_string(targets.size()) +
+         " variables");
   }
   for (size_t i = 0; i < targets.size(); ++i) assign(targets[i], items[i]);
 }
@@ -142,8 +143,8 @@ void Interpreter::exec_for(const Stmt& s) {
   // one frame, cleared for each iteration.
   const int64_t n = static_cast<int64_t>(items.size());
   auto loop = std::make_shared<Dict>();
-  for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
-                          "depth0", "previtem", "nextitem", "cycle"}) {
+  for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+                          "previtem", "nextitem", "cycle"}) {
     loop->items.emplace_back(key, Value());
   }
   auto& f = loop->items;
@@ -193,9 +194,8 @@ void Interpreter::exec_set(const Stmt& s) {
 
 void Interpreter::define_macro(const Stmt& s) {
   const Stmt* macro = &s;
-  assign(s.text, Value::function(s.text, [macro](Interpreter& in, const CallArgs& args) {
-           return in.call_macro(*macro, args);
-         }));
+  assign(s.text, Value::function(
+                     s.text, [macro](Interpreter& in, const CallArgs& args) { return in.call_macro(*macro, args); }));
 }
 
 Value Interpreter::call_macro(const Stmt& macro, const CallArgs& args) {
@@ -203,8 +203,7 @@ Value Interpreter::call_macro(const Stmt& macro, const CallArgs& args) {
     throw LimitError("macro calls nested deeper than " + std::to_string(limits_.max_call_depth));
   }
   if (args.positional.size() > macro.targets.size()) {
-    fail("macro '" + macro.text + "' takes not more than " + std::to_string(macro.targets.size()) +
-         " argument(s)");
+    fail("macro '" + macro.text + "' takes not more than " + std::to_string(macro.targets.size()) + " argument(s)");
   }
   Frame frame;
   frame.barrier = true;
@@ -217,10 +216,9 @@ Value Interpreter::call_macro(const Stmt& macro, const CallArgs& args) {
   frames_.push_back(std::move(frame));
   for (size_t i = 0; i < macro.targets.size(); ++i) {
     const Value* given = args.get(i, macro.targets[i]);
-    Value v = given ? *given
+    Value v = given               ? *given
               : macro.defaults[i] ? eval(*macro.defaults[i])
-                                  : Value::undefined("parameter '" + macro.targets[i] +
-                                                     "' was not provided");
+                                  : Value::undefined("parameter '" + macro.targets[i] + "' was not provided");
     assign(macro.targets[i], std::move(v));
   }
   std::string buf;

@@ -29,8 +29,7 @@ class Interpreter {
 
   // Renders body with `context` as the top-level variables (plus the globals
   // range, namespace, dict, raise_exception, strftime_now). Throws Error.
-  std::string render(const StmtList& body,
-                     const std::vector<std::pair<std::string, Value>>& context);
+  std::string render(const StmtList& body, const std::vector<std::pair<std::string, Value>>& context);
 
   // Used by filters, tests and built-in functions.
   Value eval(const Expr& e);

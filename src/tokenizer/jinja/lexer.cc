@@ -69,9 +69,7 @@ class Lexer {
   char at(size_t i) const { return i < src_.size() ? src_[i] : '\0'; }
   bool starts(size_t i, std::string_view s) const { return src_.compare(i, s.size(), s) == 0; }
 
-  [[noreturn]] void error(int line, const std::string& msg) const {
-    fail("line " + std::to_string(line) + ": " + msg);
-  }
+  [[noreturn]] void error(int line, const std::string& msg) const { fail("line " + std::to_string(line) + ": " + msg); }
 
   size_t find_tag(size_t from) const {
     for (size_t i = src_.find('{', from); i != std::string::npos; i = src_.find('{', i + 1)) {
@@ -116,8 +114,10 @@ class Lexer {
     if (end == std::string::npos) error(line, "missing end of comment tag '#}'");
     const char sign = end > pos_ ? src_[end - 1] : 0;
     size_t next = end + 2;
-    if (sign == '-') next = skip_space(next);
-    else if (sign != '+' && at(next) == '\n') ++next;
+    if (sign == '-')
+      next = skip_space(next);
+    else if (sign != '+' && at(next) == '\n')
+      ++next;
     advance(next);
   }
 
@@ -140,10 +140,14 @@ class Lexer {
       if (!starts(j, "endraw")) continue;
       j = skip_space(j + 6);
       size_t next;
-      if (starts(j, "-%}")) next = skip_space(j + 3);
-      else if (starts(j, "+%}")) next = j + 3;
-      else if (starts(j, "%}")) next = at(j + 2) == '\n' ? j + 3 : j + 2;
-      else continue;
+      if (starts(j, "-%}"))
+        next = skip_space(j + 3);
+      else if (starts(j, "+%}"))
+        next = j + 3;
+      else if (starts(j, "%}"))
+        next = at(j + 2) == '\n' ? j + 3 : j + 2;
+      else
+        continue;
       std::string text = src_.substr(pos_, t - pos_);
       strip_before(text, sign, true);
       if (!text.empty()) emit(TokenType::kData, std::move(text), line);
@@ -160,8 +164,8 @@ class Lexer {
     while (true) {
       advance(skip_space(pos_));
       if (pos_ >= src_.size()) {
-        error(open_line, std::string("unexpected end of template, expected '") +
-                             (block ? "%}" : "}}") + "' to close the tag opened here");
+        error(open_line, std::string("unexpected end of template, expected '") + (block ? "%}" : "}}") +
+                             "' to close the tag opened here");
       }
       if (depth == 0 && end_tag(block)) return;
       lex_token(depth);
@@ -206,7 +210,8 @@ class Lexer {
         if (is_digit(at(j))) i = j, digits(), is_float = true;
       }
       std::string text;
-      for (size_t k = start; k < i; ++k) if (src_[k] != '_') text += src_[k];
+      for (size_t k = start; k < i; ++k)
+        if (src_[k] != '_') text += src_[k];
       emit(is_float ? TokenType::kFloat : TokenType::kInt, std::move(text), line_);
       advance(i);
     } else if (is_name_start(c)) {
@@ -217,9 +222,8 @@ class Lexer {
     } else if (c == '\'' || c == '"') {
       lex_string(c);
     } else {
-      static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                   "~", "<", ">", "=", "(", ")", "[", "]", "{", "}", ",", ".",
-                                   ":", "|", ";"};
+      static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                                   ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|", ";"};
       for (const char* op : kOps) {
         if (starts(pos_, op)) {
           const std::string s(op);

@@ -19,10 +19,10 @@ enum class TokenType {
   kBlockBegin,  // {%
   kBlockEnd,    // %}
   kName,
-  kString,      // text holds the unescaped value
+  kString,  // text holds the unescaped value
   kInt,
   kFloat,
-  kOp,          // + - * / // % ** ~ == != < <= > >= = ( ) [ ] { } , . : |
+  kOp,  // + - * / // % ** ~ == != < <= > >= = ( ) [ ] { } , . : |
   kEof,
 };
 

@@ -26,9 +26,7 @@ std::string describe(const Token& t) {
 
 StmtList parse_template(std::string_view source) { return Parser(tokenize(source)).parse(); }
 
-void Parser::error(const std::string& msg) const {
-  fail("line " + std::to_string(cur().line) + ": " + msg);
-}
+void Parser::error(const std::string& msg) const { fail("line " + std::to_string(cur().line) + ": " + msg); }
 
 bool Parser::skip_op(std::string_view op) {
   if (!is_op(op)) return false;
@@ -140,8 +138,8 @@ StmtPtr Parser::parse_statement() {
     expect_block_end();
     return s;
   }
-  static const char* kUnsupported[] = {"call", "filter", "with", "block", "extends", "include",
-                                       "import", "from", "autoescape", "do", "trans"};
+  static const char* kUnsupported[] = {"call",   "filter", "with",       "block", "extends", "include",
+                                       "import", "from",   "autoescape", "do",    "trans"};
   for (const char* u : kUnsupported) {
     if (tag == u) error("the '" + tag + "' tag is not supported by this renderer");
   }

@@ -24,10 +24,10 @@ class Parser {
 
  private:
   const Token& cur() const { return toks_[pos_]; }
-  const Token& peek(size_t n = 1) const {
-    return toks_[std::min(pos_ + n, toks_.size() - 1)];
+  const Token& peek(size_t n = 1) const { return toks_[std::min(pos_ + n, toks_.size() - 1)]; }
+  void next() {
+    if (pos_ + 1 < toks_.size()) ++pos_;
   }
-  void next() { if (pos_ + 1 < toks_.size()) ++pos_; }
   bool is_op(std::string_view op) const { return cur().type == TokenType::kOp && cur().text == op; }
   bool is_name(std::string_view n) const { return cur().type == TokenType::kName && cur().text == n; }
   bool skip_op(std::string_view op);

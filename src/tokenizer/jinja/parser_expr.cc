@@ -242,9 +242,8 @@ ExprPtr Parser::parse_primary() {
     return e;
   }
   error("unexpected " + (t.type == TokenType::kEof ? std::string("end of template")
-                         : t.type == TokenType::kVarEnd || t.type == TokenType::kBlockEnd
-                             ? "end of tag"
-                             : "'" + t.text + "'"));
+                         : t.type == TokenType::kVarEnd || t.type == TokenType::kBlockEnd ? "end of tag"
+                                                                                          : "'" + t.text + "'"));
 }
 
 ExprPtr Parser::parse_tuple_or_paren() {

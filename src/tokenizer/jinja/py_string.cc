@@ -57,8 +57,8 @@ void utf8_append(std::string& out, uint32_t cp) {
 
 bool is_py_space(uint32_t cp) {
   if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::vector<size_t> code_point_offsets(std::string_view s) {
@@ -97,8 +97,7 @@ std::vector<uint32_t> decode_all(std::string_view s) {
 
 }  // namespace
 
-std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left,
-                     bool right) {
+std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   const std::vector<uint32_t> set = chars ? decode_all(*chars) : std::vector<uint32_t>{};
   auto strip_it = [&](uint32_t cp) {
     return chars ? std::find(set.begin(), set.end(), cp) != set.end() : is_py_space(cp);
@@ -115,8 +114,8 @@ std::string py_strip(std::string_view s, const std::optional<std::string>& chars
   return std::string(s.substr(offs[b], offs[e] - offs[b]));
 }
 
-std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep,
-                                  int64_t maxsplit, bool from_right) {
+std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+                                  bool from_right) {
   std::vector<std::string> parts;
   if (maxsplit < 0) maxsplit = INT64_MAX;
   if (sep) {
@@ -186,8 +185,8 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   size_t start = 0, len = 0;
   for (size_t i = 0; i < s.size(); i += len) {
     const uint32_t cp = utf8_decode(s, i, &len);
-    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C ||
-                     cp == 0x1D || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C || cp == 0x1D || cp == 0x1E ||
+                     cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     if (!brk) continue;
     lines.emplace_back(s.substr(start, i - start));
     if (cp == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++len;
@@ -197,8 +196,7 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   return lines;
 }
 
-std::string py_replace(std::string_view s, std::string_view old, std::string_view repl,
-                       int64_t count) {
+std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count) {
   if (count < 0) count = INT64_MAX;
   std::string out;
   if (old.empty()) {
@@ -241,12 +239,8 @@ namespace {
 
 // Pairs where the even code point is upper case and the odd one lower case
 // (Latin Extended-A runs), or the reverse.
-bool even_upper_pair(uint32_t c) {
-  return (c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177);
-}
-bool odd_upper_pair(uint32_t c) {
-  return (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
-}
+bool even_upper_pair(uint32_t c) { return (c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177); }
+bool odd_upper_pair(uint32_t c) { return (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E); }
 
 }  // namespace
 
@@ -296,8 +290,10 @@ std::string map_code_points(std::string_view s, F f) {
   for (size_t i = 0; i < s.size(); i += len) {
     const uint32_t cp = utf8_decode(s, i, &len);
     const uint32_t m = f(cp, i);
-    if (m == cp) out.append(s.substr(i, len));  // keeps invalid bytes as they were
-    else utf8_append(out, m);
+    if (m == cp)
+      out.append(s.substr(i, len));  // keeps invalid bytes as they were
+    else
+      utf8_append(out, m);
   }
   return out;
 }
@@ -329,8 +325,8 @@ std::string py_title(std::string_view s) {
   });
 }
 
-std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start,
-                                   std::optional<int64_t> stop, std::optional<int64_t> step) {
+std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start, std::optional<int64_t> stop,
+                                   std::optional<int64_t> step) {
   const int64_t st = step.value_or(1);
   std::vector<int64_t> idx;
   if (st == 0) return idx;

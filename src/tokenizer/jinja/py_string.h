@@ -22,14 +22,12 @@ size_t code_point_count(std::string_view s);
 std::vector<std::string> code_points(std::string_view s);
 
 // str.strip / lstrip / rstrip; chars == nullopt strips whitespace.
-std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left,
-                     bool right);
+std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);
 // str.split(sep, maxsplit) / rsplit; sep == nullopt splits on whitespace runs.
-std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep,
-                                  int64_t maxsplit, bool from_right);
+std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+                                  bool from_right);
 std::vector<std::string> py_splitlines(std::string_view s);
-std::string py_replace(std::string_view s, std::string_view old, std::string_view repl,
-                       int64_t count);
+std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
 int64_t py_find(std::string_view s, std::string_view sub);  // code point index or -1
 int64_t py_count(std::string_view s, std::string_view sub);
 
@@ -45,7 +43,7 @@ std::string py_title(std::string_view s);
 
 // Slice [start:stop:step] with Python's clamping; n = sequence length.
 // Returns the selected indices.
-std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start,
-                                   std::optional<int64_t> stop, std::optional<int64_t> step);
+std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start, std::optional<int64_t> stop,
+                                   std::optional<int64_t> step);
 
 }  // namespace pagoda::jinja

@@ -100,7 +100,8 @@ std::string float_repr(double d) {
   const bool neg = mant[0] == '-';
   if (neg) mant.erase(0, 1);
   std::string digits;
-  for (char c : mant) if (c != '.') digits += c;
+  for (char c : mant)
+    if (c != '.') digits += c;
   std::string out = neg ? "-" : "";
   if (exp >= -4 && exp < 16) {
     if (exp < 0) {
@@ -127,11 +128,16 @@ std::string string_repr(std::string_view s) {
   size_t len = 0;
   for (size_t i = 0; i < s.size(); i += len) {
     const uint32_t cp = utf8_decode(s, i, &len);
-    if (cp == '\\') out += "\\\\";
-    else if (cp == static_cast<uint32_t>(quote)) out += std::string("\\") + quote;
-    else if (cp == '\n') out += "\\n";
-    else if (cp == '\r') out += "\\r";
-    else if (cp == '\t') out += "\\t";
+    if (cp == '\\')
+      out += "\\\\";
+    else if (cp == static_cast<uint32_t>(quote))
+      out += std::string("\\") + quote;
+    else if (cp == '\n')
+      out += "\\n";
+    else if (cp == '\r')
+      out += "\\r";
+    else if (cp == '\t')
+      out += "\\t";
     else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0xA0 && len > 1) || cp == 0xAD) {
       char b[8];
       std::snprintf(b, sizeof(b), "\\x%02x", cp);
@@ -233,8 +239,7 @@ bool value_less(const Value& a, const Value& b) {
   }
   a.require_defined();
   b.require_defined();
-  fail(std::string("'<' not supported between instances of '") + a.type_name() + "' and '" +
-       b.type_name() + "'");
+  fail(std::string("'<' not supported between instances of '") + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
 void append_json_string(std::string& out, std::string_view s, bool ensure_ascii) {
@@ -273,8 +278,10 @@ namespace {
 void json_newline(std::string& out, const JsonOptions& o, int level) {
   out += '\n';
   for (int i = 0; i < level; ++i) {
-    if (o.indent >= 0) out.append(static_cast<size_t>(o.indent), ' ');
-    else out += o.indent_str;
+    if (o.indent >= 0)
+      out.append(static_cast<size_t>(o.indent), ' ');
+    else
+      out += o.indent_str;
   }
 }
 
@@ -293,7 +300,10 @@ void to_json_rec(std::string& out, const Value& v, const JsonOptions& o, int lev
     case Kind::kString: append_json_string(out, v.as_string(), o.ensure_ascii); return;
     case Kind::kList: {
       const auto& items = v.as_list().items;
-      if (items.empty()) { out += "[]"; return; }
+      if (items.empty()) {
+        out += "[]";
+        return;
+      }
       out += '[';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += o.item_separator;
@@ -311,7 +321,10 @@ void to_json_rec(std::string& out, const Value& v, const JsonOptions& o, int lev
       if (o.sort_keys) {
         std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
       }
-      if (items.empty()) { out += "{}"; return; }
+      if (items.empty()) {
+        out += "{}";
+        return;
+      }
       out += '{';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += o.item_separator;

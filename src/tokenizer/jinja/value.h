@@ -6,14 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pagoda::jinja {
 
@@ -66,12 +65,12 @@ class Value {
   Value() : v_(Undefined{}) {}
   static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
   static Value none() { return Value(NoneType{}); }
-  Value(bool b) : v_(b) {}                          // NOLINT
-  Value(int64_t i) : v_(i) {}                       // NOLINT
-  Value(int i) : v_(static_cast<int64_t>(i)) {}     // NOLINT
-  Value(double d) : v_(d) {}                        // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}        // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}      // NOLINT
+  Value(bool b) : v_(b) {}                                  // NOLINT
+  Value(int64_t i) : v_(i) {}                               // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}             // NOLINT
+  Value(double d) : v_(d) {}                                // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}                // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}              // NOLINT
   Value(std::shared_ptr<List> l) : v_(std::move(l)) {}      // NOLINT
   Value(std::shared_ptr<Dict> d) : v_(std::move(d)) {}      // NOLINT
   Value(std::shared_ptr<Callable> c) : v_(std::move(c)) {}  // NOLINT
@@ -106,8 +105,8 @@ class Value {
   double to_float() const { return is_float() ? as_float() : static_cast<double>(to_int()); }
 
   bool truthy() const;
-  std::string str() const;   // Python str(); Undefined prints as ""
-  std::string repr() const;  // Python repr()
+  std::string str() const;        // Python str(); Undefined prints as ""
+  std::string repr() const;       // Python repr()
   const char* type_name() const;  // Python type name for error messages
 
   // Throws the "is undefined" error when this is Undefined.
@@ -116,8 +115,8 @@ class Value {
  private:
   explicit Value(Undefined u) : v_(std::move(u)) {}
   explicit Value(NoneType n) : v_(n) {}
-  std::variant<Undefined, NoneType, bool, int64_t, double, std::string, std::shared_ptr<List>,
-               std::shared_ptr<Dict>, std::shared_ptr<Callable>>
+  std::variant<Undefined, NoneType, bool, int64_t, double, std::string, std::shared_ptr<List>, std::shared_ptr<Dict>,
+               std::shared_ptr<Callable>>
       v_;
 };
 
@@ -148,8 +147,8 @@ std::string float_repr(double d);
 std::string string_repr(std::string_view s);
 
 struct JsonOptions {
-  int indent = -1;               // < 0: single line
-  std::string indent_str;        // used when indent given as a string
+  int indent = -1;         // < 0: single line
+  std::string indent_str;  // used when indent given as a string
   bool ensure_ascii = false;
   bool sort_keys = false;
   std::string item_separator = ", ";
