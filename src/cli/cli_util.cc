@@ -63,14 +63,16 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
       ->capture_default_str();
   app.add_option("--spec-datastore", opts->datastore,
                  "datastore file for --spec retrieval (pagoda spec build-datastore)");
-  app.add_option("--num-spec-tokens", opts->num_spec_tokens, "draft tokens verified per step")
-      ->check(CLI::Range(1, 64))
+  app.add_option("--num-spec-tokens", opts->num_spec_tokens,
+                 "draft tokens verified per step: 1..64, or auto (per sequence and step, from its acceptance and "
+                 "the batch size, up to 8; none once the batch is compute-bound)")
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(1, 64))
       ->capture_default_str();
 }
 
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   PAGODA_CHECK(parse_spec_method(opts.method, &cfg->spec_method));  // CLI11 checked the name
-  cfg->num_spec_tokens = opts.num_spec_tokens;
+  cfg->num_spec_tokens = opts.num_spec_tokens == "auto" ? 0 : std::stoi(opts.num_spec_tokens);  // CLI11 checked it
   cfg->spec_datastore = opts.datastore;
 }
 

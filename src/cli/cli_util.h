@@ -28,7 +28,7 @@ DType kv_dtype(const std::string& name);
 // speculative decoding.
 struct SpecOptions {
   std::string method = "none";
-  int32_t num_spec_tokens = 4;
+  std::string num_spec_tokens = "auto";  // or 1..64
   std::string datastore;
 };
 void add_spec_options(CLI::App& app, SpecOptions* opts);

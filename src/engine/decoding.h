@@ -30,6 +30,10 @@ struct Choice {
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopStringMatcher> stops;
   bool finished = false;
+  // Speculation: drafts of this choice accepted, and verifications that
+  // rejected one (its acceptance estimate for adaptive draft lengths).
+  int64_t num_accepted_drafts = 0;
+  int64_t num_rejections = 0;
 };
 
 struct Request {

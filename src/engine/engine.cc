@@ -32,8 +32,8 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.sched.max_num_batched_tokens <= 0) return invalid_argument("max batched tokens must be positive");
   if (config.sched.max_num_seqs <= 0) return invalid_argument("max seqs must be positive");
   if (config.max_model_len < 0) return invalid_argument("max model length must not be negative");
-  if (config.spec_method != SpecMethod::kNone && (config.num_spec_tokens < 1 || config.num_spec_tokens > 64))
-    return invalid_argument("the number of speculative tokens must be in 1..64");
+  if (config.num_spec_tokens < 0 || config.num_spec_tokens > 64)
+    return invalid_argument("the number of speculative tokens must be in 1..64 (or 0 for auto)");
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
@@ -75,8 +75,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Datastore> store, Datastore::load(config.spec_datastore, mc.vocab_size));
     e->proposer_ = std::make_unique<RetrievalProposer>(std::move(store), config.ngram_min, config.ngram_max);
   }
-  e->num_spec_tokens_ = config.num_spec_tokens;
+  e->spec_auto_ = config.num_spec_tokens == 0;
+  e->num_spec_tokens_ = e->spec_auto_ ? kMaxAutoSpecTokens : config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
+  if (e->proposer_ && e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
   return e;
 }
 
@@ -159,7 +161,44 @@ Choice& Engine::fork_choice(Request& req, const Choice& parent) {
 
 void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) {
   scheduler_->accept_drafts(&c.seq, num_accepted);
-  if (num_drafts > 0) stats_.record_verification(num_drafts, num_accepted);
+  if (num_drafts == 0) return;
+  stats_.record_verification(num_drafts, num_accepted);
+  c.num_accepted_drafts += num_accepted;
+  if (num_accepted < num_drafts) ++c.num_rejections;
+}
+
+void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
+  // Decode-sized batches; beyond the last the model extends linearly.
+  std::vector<int32_t> sizes;
+  for (int32_t n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64})
+    if (n <= max_num_batched_tokens) sizes.push_back(n);
+  constexpr int32_t kContext = 64;
+  auto times = runner_->profile_step_times(sizes, kContext);
+  // A KV cache too small for even one profile leaves the model empty: the
+  // proposer's drafts are then verified untrimmed.
+  if (!times.empty()) step_cost_ = StepCostModel(std::move(times));
+}
+
+void Engine::plan_drafts(const SchedulerOutput& out) {
+  if (!spec_auto_ || step_cost_.empty()) return;
+  // The next step is forecast as this one without its drafts: the same
+  // decoding sequences and prefill chunks.
+  int32_t num_base = 0;
+  for (const ScheduledSeq& s : out.scheduled) num_base += s.num_new_tokens - s.num_draft_tokens;
+  const EngineStats& st = stats_.stats();
+  const double prior = estimate_acceptance(st.num_accepted_draft_tokens, st.num_spec_rejections, 0.5);
+  std::vector<Choice*> choices;
+  std::vector<DraftCandidate> candidates;
+  for (auto& [id, req] : requests_)
+    for (auto& c : req->choices) {
+      if (c->finished || c->seq.draft_tokens.empty()) continue;
+      choices.push_back(c.get());
+      candidates.push_back({estimate_acceptance(c->num_accepted_drafts, c->num_rejections, prior),
+                            static_cast<int32_t>(c->seq.draft_tokens.size())});
+    }
+  if (choices.empty()) return;
+  const std::vector<int32_t> k = plan_draft_lengths(step_cost_, num_base, candidates);
+  for (size_t i = 0; i < choices.size(); ++i) choices[i]->seq.draft_tokens.resize(static_cast<size_t>(k[i]));
 }
 
 void Engine::finish_choice(Choice& c, FinishReason reason) {
@@ -178,6 +217,7 @@ std::vector<RequestOutput> Engine::step() {
   scheduler_->on_step_done(out);
   const double kv_waste = kv_manager_->kv_waste();
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
+  plan_drafts(out);                                          //    and size the next drafts
   int64_t num_generated = 0;
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
   stats_.record_step(out, num_generated, now() - t_start, kv_waste);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -21,6 +22,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/scheduler.h"
+#include "spec/draft_planner.h"
 #include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,14 +39,19 @@ struct EngineConfig {
   SchedulerConfig sched;
   // Speculative decoding (requests with n = 1 and no beam search).
   SpecMethod spec_method = SpecMethod::kNone;
-  int32_t num_spec_tokens = 4;  // drafts per verification step
-  int32_t ngram_min = 1;        // n-gram proposer: match lengths tried, longest first
+  // Drafts per verification step; 0 = auto: up to kMaxAutoSpecTokens, chosen
+  // each step per sequence from its acceptance and the batch size, using
+  // step times measured at start-up (spec/draft_planner.h).
+  int32_t num_spec_tokens = 0;
+  int32_t ngram_min = 1;  // n-gram proposer: match lengths tried, longest first
   int32_t ngram_max = 4;
   std::string spec_datastore;  // retrieval: a file from `pagoda spec build-datastore`
 };
 
 class Engine : private DecodingHost {
  public:
+  static constexpr int32_t kMaxAutoSpecTokens = 8;
+
   // Loads the model and checks every setting before the (slow) weight
   // repacking, so a bad configuration fails fast.
   static Result<std::unique_ptr<Engine>> create(const std::string& model_path, const EngineConfig& config);
@@ -69,15 +76,23 @@ class Engine : private DecodingHost {
   int32_t max_model_len() const { return max_model_len_; }
   size_t weight_bytes() const { return runner_->model().weight_bytes(); }
   double now() const override;  // engine clock, seconds
+  // Adaptive speculation's step-time model (measured at start-up when
+  // num_spec_tokens is auto); tests and benchmarks may replace it.
+  const StepCostModel& step_cost_model() const { return step_cost_; }
+  void set_step_cost_model(StepCostModel m) { step_cost_ = std::move(m); }
 
  private:
   Engine() = default;
   static Status validate_config(const ModelConfig& mc, const EngineConfig& config);
+  void profile_step_cost(int32_t max_num_batched_tokens);
   std::unique_ptr<Choice> make_choice(Request& req, int32_t index, const Sequence& base);
   // Step phases.
   void mark_scheduled(const SchedulerOutput& out, double t);
   std::vector<RequestOutput> sample(const SchedulerOutput& out, std::span<float> logits);
   void update(std::vector<RequestOutput>& outputs);
+  // Auto speculation: trims each choice's proposed drafts to the length
+  // that maximizes expected tokens per second in the next step.
+  void plan_drafts(const SchedulerOutput& out);
   // DecodingHost.
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
@@ -97,6 +112,8 @@ class Engine : private DecodingHost {
   int64_t capacity_tokens_ = 0;
   std::unique_ptr<Proposer> proposer_;  // null: speculation off
   int32_t num_spec_tokens_ = 0;
+  bool spec_auto_ = false;
+  StepCostModel step_cost_;
   StepStats stats_;
   double clock_origin_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <chrono>
 #include <string>
 
 #include "core/check.h"
@@ -35,6 +36,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   if (config.num_host_blocks > 0) {
     PAGODA_ASSIGN_OR_RETURN(r->host_storage_, storage(config.num_host_blocks));
   }
+  r->block_size_ = config.block_size;
   r->pool_ = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads : default_num_threads());
   r->model_ = std::move(model);
   r->model_->repack(*r->pool_);
@@ -82,6 +84,37 @@ std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheM
   logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(config().vocab_size));
   model_->forward(batch_, *kv_storage_, *pool_, logits_.data());
   return logits_;
+}
+
+std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::span<const int32_t> sizes,
+                                                                        int32_t context) {
+  std::vector<std::pair<int32_t, double>> times;
+  std::vector<BlockId> table;
+  for (int32_t n : sizes) {
+    const int32_t kv_len = context + n;
+    const int32_t num_blocks = (kv_len + block_size_ - 1) / block_size_;
+    if (n < 1 || num_blocks > kv_storage_->num_blocks()) continue;
+    table.clear();
+    for (int32_t b = 0; b < num_blocks; ++b) table.push_back(BlockId{b});
+    batch_.clear();
+    for (int32_t p = context; p < kv_len; ++p) {
+      batch_.tokens.push_back(p % config().vocab_size);
+      batch_.positions.push_back(p);
+      batch_.slots.push_back(p);  // blocks 0.. in order: slot = position
+      batch_.logit_rows.push_back(p - context);
+    }
+    batch_.seqs.push_back(SeqSlice{0, n, kv_len, table.data()});
+    logits_.resize(static_cast<size_t>(n) * static_cast<size_t>(config().vocab_size));
+    double best = 0.0;
+    for (int run = 0; run < 4; ++run) {
+      const auto t0 = std::chrono::steady_clock::now();
+      model_->forward(batch_, *kv_storage_, *pool_, logits_.data());
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (run == 1 || (run > 1 && s < best)) best = s;  // run 0 warms up
+    }
+    times.push_back({n, best});
+  }
+  return times;
 }
 
 }  // namespace pagoda

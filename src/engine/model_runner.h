@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -46,6 +47,13 @@ class ModelRunner {
   // last num_logits positions. Valid until the next call.
   std::span<float> execute(const SchedulerOutput& out, const KVCacheManager& kv);
 
+  // Speculation's cost model: the seconds of one forward over n tokens (all
+  // of them with logits, as when verifying drafts) after `context` cached
+  // tokens, for each n of `sizes` that fits in the KV storage; the best of
+  // three runs after a warm-up. Writes KV blocks from 0 up: call it before
+  // any sequence holds one.
+  std::vector<std::pair<int32_t, double>> profile_step_times(std::span<const int32_t> sizes, int32_t context);
+
   const ModelConfig& config() const { return model_->config(); }
   const LlamaModel& model() const { return *model_; }
   int32_t num_threads() const { return pool_->num_threads(); }
@@ -59,6 +67,7 @@ class ModelRunner {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KVStorage> kv_storage_;
   std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
+  int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<float> logits_;
 };

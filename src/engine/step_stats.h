@@ -23,6 +23,7 @@ struct EngineStats {
   int64_t num_spec_verify_steps = 0;
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_draft_tokens = 0;
+  int64_t num_spec_rejections = 0;  // verification steps that rejected a draft
   double spec_acceptance_rate() const {
     return num_draft_tokens ? static_cast<double>(num_accepted_draft_tokens) / num_draft_tokens : 0.0;
   }
@@ -48,6 +49,7 @@ class StepStats {
     ++stats_.num_spec_verify_steps;
     stats_.num_draft_tokens += num_drafts;
     stats_.num_accepted_draft_tokens += num_accepted;
+    if (num_accepted < num_drafts) ++stats_.num_spec_rejections;
   }
   const EngineStats& stats() const { return stats_; }
 

@@ -18,12 +18,17 @@ namespace {
 
 using testing_util::tiny_model_path;
 
+// Step-time models for auto speculation (num_spec_tokens 0): the one
+// measured at start-up, or one that makes drafts free or cost a full token.
+enum class Cost { kMeasured, kFree, kComputeBound };
+
 struct SpecCase {
   const char* name;
   int32_t budget;
   int32_t kv_blocks;  // 0: plenty
   PreemptMode mode;
   int32_t num_spec_tokens;
+  Cost cost = Cost::kMeasured;
 };
 
 std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool spec,
@@ -48,6 +53,11 @@ std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool 
   cfg.swap_space_bytes = block_bytes * 256;
   auto e = Engine::create(path, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
+  if (spec && c.num_spec_tokens == 0) {
+    EXPECT_FALSE((*e)->step_cost_model().empty()) << "auto speculation measured no step time";
+    if (c.cost == Cost::kFree) (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
+    if (c.cost == Cost::kComputeBound) (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 4096e-3}}));
+  }
   return std::move(e).value();
 }
 
@@ -116,9 +126,14 @@ TEST_P(SpeculativeGreedy, OutputsEqualSpeculationOff) {
     EXPECT_EQ(got.at(id), tokens) << "request " << id;
   }
   const EngineStats& st = on->stats();
+  EXPECT_EQ(off->stats().num_draft_tokens, 0);
+  if (c.num_spec_tokens == 0 && c.cost == Cost::kComputeBound) {
+    EXPECT_EQ(st.num_draft_tokens, 0) << "auto speculated although every draft costs a full token";
+    return;
+  }
+  if (c.num_spec_tokens == 0 && c.cost == Cost::kMeasured) return;  // timing decides: only losslessness is asserted
   EXPECT_GT(st.num_accepted_draft_tokens, 0) << "no draft was ever accepted: the test exercises nothing";
   EXPECT_LT(st.num_accepted_draft_tokens, st.num_draft_tokens) << "no draft was ever rejected";
-  EXPECT_EQ(off->stats().num_draft_tokens, 0);
   // With a roomy budget drafts cost no one else a slot: fewer steps. (With a
   // tiny budget they crowd out prefill chunks; adaptive speculation's job.)
   if (c.budget >= 64) {
@@ -133,7 +148,12 @@ INSTANTIATE_TEST_SUITE_P(Batches, SpeculativeGreedy,
                          ::testing::Values(SpecCase{"roomy", 256, 0, PreemptMode::kRecompute, 4},
                                            SpecCase{"chunked_prefill", 7, 0, PreemptMode::kRecompute, 3},
                                            SpecCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
-                                           SpecCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2}),
+                                           SpecCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2},
+                                           SpecCase{"auto_free", 256, 0, PreemptMode::kRecompute, 0, Cost::kFree},
+                                           SpecCase{"auto_free_preempt", 32, 40, PreemptMode::kSwap, 0, Cost::kFree},
+                                           SpecCase{"auto_compute_bound", 256, 0, PreemptMode::kRecompute, 0,
+                                                    Cost::kComputeBound},
+                                           SpecCase{"auto_measured", 64, 0, PreemptMode::kRecompute, 0}),
                          [](const ::testing::TestParamInfo<SpecCase>& i) { return std::string(i.param.name); });
 
 TEST(Speculative, RetrievalOutputsEqualSpeculationOff) {

@@ -1,0 +1,75 @@
+#include "spec/draft_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "core/check.h"
+
+namespace pagoda {
+
+StepCostModel::StepCostModel(std::vector<std::pair<int32_t, double>> points) : points_(std::move(points)) {
+  PAGODA_CHECK(!points_.empty());
+  std::sort(points_.begin(), points_.end());
+  double floor = 0.0;
+  for (auto& [n, t] : points_) {
+    PAGODA_CHECK(n >= 1 && std::isfinite(t) && t >= 0.0);
+    t = floor = std::max(floor, t);  // timing noise must not make more tokens cheaper
+  }
+}
+
+double StepCostModel::seconds(int32_t num_tokens) const {
+  PAGODA_CHECK(!points_.empty());
+  if (points_.size() == 1) return points_[0].second * std::max(1, num_tokens) / points_[0].first;
+  if (num_tokens <= points_.front().first) return points_.front().second;
+  size_t hi = 1;
+  while (hi + 1 < points_.size() && points_[hi].first < num_tokens) ++hi;
+  const auto [n0, t0] = points_[hi - 1];
+  const auto [n1, t1] = points_[hi];
+  if (n1 == n0) return t1;
+  return t0 + (t1 - t0) * static_cast<double>(num_tokens - n0) / static_cast<double>(n1 - n0);
+}
+
+double estimate_acceptance(int64_t num_accepted, int64_t num_rejected, double prior) {
+  constexpr double kPriorWeight = 2.0;
+  const double a = (static_cast<double>(num_accepted) + kPriorWeight * prior) /
+                   (static_cast<double>(num_accepted + num_rejected) + kPriorWeight);
+  return std::clamp(a, 0.0, 1.0);
+}
+
+std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
+                                        std::span<const DraftCandidate> candidates) {
+  // Each candidate's marginal gains a, a^2, ... fall, so taking the d best
+  // gains over all candidates maximizes the expected tokens for d drafts.
+  // Order every draft by gain, then pick the d with the best tokens per
+  // second (the step time need not be convex: tile sizes make steps).
+  using Gain = std::pair<double, size_t>;
+  std::priority_queue<Gain> next;
+  std::vector<int32_t> taken(candidates.size(), 0);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    PAGODA_CHECK(candidates[i].acceptance >= 0.0 && candidates[i].acceptance <= 1.0);
+    if (candidates[i].max_drafts > 0 && candidates[i].acceptance > 0.0) next.push({candidates[i].acceptance, i});
+  }
+  std::vector<size_t> order;
+  const int32_t num_tokens = std::max(1, num_base_tokens);
+  double expected = num_tokens;
+  double best_rate = expected / cost.seconds(num_tokens);
+  size_t best_d = 0;
+  while (!next.empty()) {
+    const auto [gain, i] = next.top();
+    next.pop();
+    order.push_back(i);
+    expected += gain;
+    if (++taken[i] < candidates[i].max_drafts) next.push({gain * candidates[i].acceptance, i});
+    const double rate = expected / cost.seconds(num_tokens + static_cast<int32_t>(order.size()));
+    if (rate > best_rate * (1.0 + 1e-9)) {
+      best_rate = rate;
+      best_d = order.size();
+    }
+  }
+  std::vector<int32_t> k(candidates.size(), 0);
+  for (size_t d = 0; d < best_d; ++d) ++k[order[d]];
+  return k;
+}
+
+}  // namespace pagoda

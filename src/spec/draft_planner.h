@@ -1,0 +1,53 @@
+// Adaptive speculation: how many draft tokens each sequence verifies in the
+// next step. Verifying k drafts of a sequence whose drafts are accepted with
+// probability a each yields 1 + a + a^2 + ... + a^k tokens in expectation
+// (the chain stops at the first rejection; the target adds one token), and
+// costs k more batched tokens. On a CPU a decode step is bound by reading the
+// weights, so a few more tokens are almost free at batch 1 and cost their
+// full share once the batch is compute-bound. The planner adds drafts, best
+// expected gain first, while tokens per second of step time still rise.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace pagoda {
+
+// Step time as a function of the number of batched tokens: piecewise linear
+// through measured points, non-decreasing, extended along the last segment.
+class StepCostModel {
+ public:
+  StepCostModel() = default;
+  // (batched tokens, seconds) pairs; at least one, token counts >= 1.
+  explicit StepCostModel(std::vector<std::pair<int32_t, double>> points);
+
+  bool empty() const { return points_.empty(); }
+  double seconds(int32_t num_tokens) const;
+  const std::vector<std::pair<int32_t, double>>& points() const { return points_; }
+
+ private:
+  std::vector<std::pair<int32_t, double>> points_;
+};
+
+// Per-token acceptance of a sequence's drafts from its verifications:
+// accepted drafts and verifications that ended in a rejection (the MLE of a
+// geometric run length), pulled towards `prior` with the weight of two
+// observations so a new sequence starts from the engine-wide rate.
+double estimate_acceptance(int64_t num_accepted, int64_t num_rejected, double prior);
+
+struct DraftCandidate {
+  double acceptance = 0.0;  // estimated per-token acceptance, in [0, 1]
+  int32_t max_drafts = 0;   // drafts available (proposed and within limits)
+};
+
+// Draft lengths, one per candidate (each in 0..max_drafts), maximizing
+// useful tokens per second of step time. num_base_tokens: the batched tokens
+// of the step without any draft (one per decoding sequence, plus prefill
+// chunks), each of them useful work; a draft adds its expected acceptance.
+// So when every token costs the same (compute-bound), no draft is worth it.
+std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
+                                        std::span<const DraftCandidate> candidates);
+
+}  // namespace pagoda

@@ -1,0 +1,110 @@
+#include "spec/draft_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace pagoda {
+namespace {
+
+// Useful tokens of a plan: the base batch's, plus a + ... + a^k per sequence.
+double expected_tokens(std::span<const DraftCandidate> c, const std::vector<int32_t>& k, int32_t base) {
+  double e = base;
+  for (size_t i = 0; i < c.size(); ++i)
+    for (int32_t j = 1; j <= k[i]; ++j) e += std::pow(c[i].acceptance, j);
+  return e;
+}
+
+double rate(const StepCostModel& cost, int32_t base, std::span<const DraftCandidate> c, const std::vector<int32_t>& k) {
+  int32_t n = base;
+  for (int32_t x : k) n += x;
+  return expected_tokens(c, k, base) / cost.seconds(n);
+}
+
+TEST(StepCostModel, InterpolatesAndStaysMonotone) {
+  const StepCostModel m({{1, 1.0}, {4, 2.5}, {2, 0.8}, {8, 4.5}});  // the 2-token point is noise below 1
+  EXPECT_DOUBLE_EQ(m.seconds(1), 1.0);
+  EXPECT_DOUBLE_EQ(m.seconds(2), 1.0);  // raised to the 1-token time
+  EXPECT_DOUBLE_EQ(m.seconds(3), 1.75);
+  EXPECT_DOUBLE_EQ(m.seconds(6), 3.5);
+  EXPECT_DOUBLE_EQ(m.seconds(12), 6.5);  // the last segment, extended
+  EXPECT_DOUBLE_EQ(m.seconds(0), 1.0);
+  const StepCostModel one({{4, 2.0}});
+  EXPECT_DOUBLE_EQ(one.seconds(8), 4.0);
+}
+
+TEST(EstimateAcceptance, StartsAtThePriorAndFollowsTheData) {
+  EXPECT_DOUBLE_EQ(estimate_acceptance(0, 0, 0.6), 0.6);
+  EXPECT_NEAR(estimate_acceptance(900, 100, 0.2), 0.9, 0.01);
+  EXPECT_NEAR(estimate_acceptance(0, 50, 0.9), 0.0, 0.04);
+}
+
+TEST(PlanDraftLengths, FreeVerificationTakesEveryDraft) {
+  const StepCostModel flat({{1, 1e-3}, {512, 1e-3}});
+  const std::vector<DraftCandidate> c = {{0.9, 5}, {0.1, 3}, {0.0, 4}, {0.5, 0}};
+  EXPECT_EQ(plan_draft_lengths(flat, 4, c), (std::vector<int32_t>{5, 3, 0, 0}));
+}
+
+TEST(PlanDraftLengths, ComputeBoundVerificationTakesNone) {
+  const StepCostModel linear({{1, 1e-3}, {512, 512e-3}});  // every token costs the same
+  const std::vector<DraftCandidate> c = {{0.95, 8}, {0.7, 8}};
+  EXPECT_EQ(plan_draft_lengths(linear, 2, c), (std::vector<int32_t>{0, 0}));
+}
+
+TEST(PlanDraftLengths, SpeculationShrinksAsTheBatchGrows) {
+  // Memory-bound up to ~16 tokens, then linear: a CPU's decode step.
+  const StepCostModel cpu({{1, 10e-3}, {16, 12e-3}, {64, 40e-3}, {256, 160e-3}});
+  double prev = 1e9;
+  for (int32_t b : {1, 2, 4, 8, 16, 32, 64}) {
+    const std::vector<DraftCandidate> c(static_cast<size_t>(b), DraftCandidate{0.6, 8});
+    int32_t total = 0;
+    for (int32_t k : plan_draft_lengths(cpu, b, c)) total += k;
+    const double per_seq = static_cast<double>(total) / b;
+    EXPECT_LE(per_seq, prev) << "batch " << b;
+    prev = per_seq;
+    if (b == 1) {
+      EXPECT_GE(total, 3) << "batch 1 speculates";
+    }
+    if (b >= 32) {
+      EXPECT_EQ(total, 0) << "batch " << b << " is compute-bound";
+    }
+  }
+}
+
+TEST(PlanDraftLengths, MatchesExhaustiveSearchOnRandomCases) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int32_t n = 1 + static_cast<int32_t>(rng() % 3);
+    std::vector<DraftCandidate> c(static_cast<size_t>(n));
+    for (auto& x : c) x = {u(rng) < 0.2 ? 0.0 : u(rng), static_cast<int32_t>(rng() % 4)};
+    std::vector<std::pair<int32_t, double>> pts;
+    double t = 1.0 + u(rng);
+    for (int32_t tok = 1; tok <= 16; tok += 1 + static_cast<int32_t>(rng() % 3)) {
+      pts.push_back({tok, t});
+      t += u(rng) < 0.5 ? 0.0 : u(rng);  // flat stretches and jumps
+    }
+    const StepCostModel cost(pts);
+    const int32_t base = n + static_cast<int32_t>(rng() % 3);
+    const std::vector<int32_t> k = plan_draft_lengths(cost, base, c);
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_TRUE(k[i] >= 0 && k[i] <= c[i].max_drafts);
+    // Every assignment of draft lengths, exhaustively.
+    double best = 0.0;
+    std::vector<int32_t> cur(c.size(), 0);
+    std::function<void(size_t)> walk = [&](size_t i) {
+      if (i == c.size()) {
+        best = std::max(best, rate(cost, base, c, cur));
+        return;
+      }
+      for (cur[i] = 0; cur[i] <= c[i].max_drafts; ++cur[i]) walk(i + 1);
+    };
+    walk(0);
+    EXPECT_NEAR(rate(cost, base, c, k), best, best * 1e-6) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
