@@ -76,6 +76,16 @@ void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   cfg->spec_datastore = opts.datastore;
 }
 
+std::string step_cost_summary(const StepCostModel& m) {
+  std::string s;
+  for (const auto& [n, t] : m.points()) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s%d tok %.3g ms", s.empty() ? "" : ", ", n, t * 1e3);
+    s += buf;
+  }
+  return s;
+}
+
 std::string spec_summary(const EngineStats& st) {
   char buf[200];
   std::snprintf(buf, sizeof(buf), "%lld drafts verified in %lld steps, acceptance %.3f, mean accepted length %.2f",

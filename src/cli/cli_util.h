@@ -35,5 +35,7 @@ void add_spec_options(CLI::App& app, SpecOptions* opts);
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);
 // One line for a summary: acceptance rate and mean accepted length.
 std::string spec_summary(const EngineStats& st);
+// The step times auto speculation plans with: "1 tok 0.41 ms, 2 tok ...".
+std::string step_cost_summary(const StepCostModel& m);
 
 }  // namespace pagoda::cli

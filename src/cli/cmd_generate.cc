@@ -88,8 +88,12 @@ int cmd_generate(int argc, char** argv) {
                st.decode_seconds > 0 ? st.num_decode_tokens_computed / st.decode_seconds : 0.0);
   std::fprintf(stderr, "total:   %lld tokens generated in %.3f s (%.2f tok/s)\n", static_cast<long long>(n_generated),
                total, total > 0 ? n_generated / total : 0.0);
-  if (cfg.spec_method != SpecMethod::kNone)
+  if (cfg.spec_method != SpecMethod::kNone) {
     std::fprintf(stderr, "speculative (%s): %s\n", spec_method_name(cfg.spec_method), spec_summary(st).c_str());
+    if (!e.step_cost_model().empty())
+      std::fprintf(stderr, "auto draft lengths planned with step times: %s\n",
+                   step_cost_summary(e.step_cost_model()).c_str());
+  }
   return 0;
 }
 

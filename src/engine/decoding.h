@@ -31,9 +31,11 @@ struct Choice {
   std::unique_ptr<StopStringMatcher> stops;
   bool finished = false;
   // Speculation: drafts of this choice accepted, and verifications that
-  // rejected one (its acceptance estimate for adaptive draft lengths).
-  int64_t num_accepted_drafts = 0;
-  int64_t num_rejections = 0;
+  // rejected one (its acceptance estimate for adaptive draft lengths); both
+  // fade while its drafts are not verified, so the estimate drifts back to
+  // the engine's and the choice is tried again.
+  double num_accepted_drafts = 0;
+  double num_rejections = 0;
 };
 
 struct Request {

@@ -170,7 +170,7 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) 
 void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
   // Decode-sized batches; beyond the last the model extends linearly.
   std::vector<int32_t> sizes;
-  for (int32_t n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64})
+  for (int32_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64})
     if (n <= max_num_batched_tokens) sizes.push_back(n);
   constexpr int32_t kContext = 64;
   auto times = runner_->profile_step_times(sizes, kContext);
@@ -186,19 +186,27 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   int32_t num_base = 0;
   for (const ScheduledSeq& s : out.scheduled) num_base += s.num_new_tokens - s.num_draft_tokens;
   const EngineStats& st = stats_.stats();
-  const double prior = estimate_acceptance(st.num_accepted_draft_tokens, st.num_spec_rejections, 0.5);
+  const double prior = estimate_acceptance(static_cast<double>(st.num_accepted_draft_tokens),
+                                           static_cast<double>(st.num_spec_rejections), 0.5);
   std::vector<Choice*> choices;
   std::vector<DraftCandidate> candidates;
   for (auto& [id, req] : requests_)
     for (auto& c : req->choices) {
       if (c->finished || c->seq.draft_tokens.empty()) continue;
       choices.push_back(c.get());
-      candidates.push_back({estimate_acceptance(c->num_accepted_drafts, c->num_rejections, prior),
+      candidates.push_back({optimistic_acceptance(c->num_accepted_drafts, c->num_rejections, prior),
                             static_cast<int32_t>(c->seq.draft_tokens.size())});
     }
   if (choices.empty()) return;
   const std::vector<int32_t> k = plan_draft_lengths(step_cost_, num_base, candidates);
-  for (size_t i = 0; i < choices.size(); ++i) choices[i]->seq.draft_tokens.resize(static_cast<size_t>(k[i]));
+  constexpr double kFade = 0.8;  // per step without verification
+  for (size_t i = 0; i < choices.size(); ++i) {
+    Choice& c = *choices[i];
+    c.seq.draft_tokens.resize(static_cast<size_t>(k[i]));
+    if (k[i] > 0) continue;
+    c.num_accepted_drafts *= kFade;
+    c.num_rejections *= kFade;
+  }
 }
 
 void Engine::finish_choice(Choice& c, FinishReason reason) {
@@ -220,7 +228,9 @@ std::vector<RequestOutput> Engine::step() {
   plan_drafts(out);                                          //    and size the next drafts
   int64_t num_generated = 0;
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
-  stats_.record_step(out, num_generated, now() - t_start, kv_waste);
+  const double seconds = now() - t_start;
+  stats_.record_step(out, num_generated, seconds, kv_waste);
+  if (spec_auto_ && !step_cost_.empty()) step_cost_.observe(out.num_batched_tokens, seconds);
   update(outputs);  // 4. update: drop finished requests
   return outputs;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <queue>
 
 #include "core/check.h"
@@ -18,6 +19,18 @@ StepCostModel::StepCostModel(std::vector<std::pair<int32_t, double>> points) : p
   }
 }
 
+void StepCostModel::observe(int32_t num_tokens, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0.0) return;
+  auto it = std::lower_bound(points_.begin(), points_.end(), std::make_pair(num_tokens, -1.0));
+  if (it == points_.end() || it->first != num_tokens) return;
+  constexpr double kRate = 0.1;
+  it->second += kRate * (seconds - it->second);
+  // Keep the model non-decreasing around the moved point.
+  for (auto p = it; p != points_.begin() && std::prev(p)->second > p->second; --p) std::prev(p)->second = p->second;
+  for (auto p = std::next(it); p != points_.end() && p->second < std::prev(p)->second; ++p)
+    p->second = std::prev(p)->second;
+}
+
 double StepCostModel::seconds(int32_t num_tokens) const {
   PAGODA_CHECK(!points_.empty());
   if (points_.size() == 1) return points_[0].second * std::max(1, num_tokens) / points_[0].first;
@@ -30,11 +43,16 @@ double StepCostModel::seconds(int32_t num_tokens) const {
   return t0 + (t1 - t0) * static_cast<double>(num_tokens - n0) / static_cast<double>(n1 - n0);
 }
 
-double estimate_acceptance(int64_t num_accepted, int64_t num_rejected, double prior) {
+double estimate_acceptance(double num_accepted, double num_rejected, double prior) {
   constexpr double kPriorWeight = 2.0;
-  const double a = (static_cast<double>(num_accepted) + kPriorWeight * prior) /
-                   (static_cast<double>(num_accepted + num_rejected) + kPriorWeight);
+  const double a = (num_accepted + kPriorWeight * prior) / (num_accepted + num_rejected + kPriorWeight);
   return std::clamp(a, 0.0, 1.0);
+}
+
+double optimistic_acceptance(double num_accepted, double num_rejected, double prior) {
+  const double mean = estimate_acceptance(num_accepted, num_rejected, prior);
+  const double n = num_accepted + num_rejected + 3.0;  // observations + prior weight + 1
+  return std::min(1.0, mean + std::sqrt(mean * (1.0 - mean) / n));
 }
 
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,

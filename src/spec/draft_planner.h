@@ -24,6 +24,10 @@ class StepCostModel {
   explicit StepCostModel(std::vector<std::pair<int32_t, double>> points);
 
   bool empty() const { return points_.empty(); }
+  // A real step of num_tokens batched tokens took `seconds` (scheduling and
+  // sampling included): a point at exactly that size moves a tenth of the
+  // way there, so start-up noise and per-step overheads are learned.
+  void observe(int32_t num_tokens, double seconds);
   double seconds(int32_t num_tokens) const;
   const std::vector<std::pair<int32_t, double>>& points() const { return points_; }
 
@@ -35,7 +39,12 @@ class StepCostModel {
 // accepted drafts and verifications that ended in a rejection (the MLE of a
 // geometric run length), pulled towards `prior` with the weight of two
 // observations so a new sequence starts from the engine-wide rate.
-double estimate_acceptance(int64_t num_accepted, int64_t num_rejected, double prior);
+double estimate_acceptance(double num_accepted, double num_rejected, double prior);
+// The same plus one standard deviation of the estimate (an upper confidence
+// bound): a sequence with few verifications is given the benefit of the
+// doubt and tried, one that keeps failing stops being tried, and once its
+// counts fade (while untried) it is tried again.
+double optimistic_acceptance(double num_accepted, double num_rejected, double prior);
 
 struct DraftCandidate {
   double acceptance = 0.0;  // estimated per-token acceptance, in [0, 1]

@@ -36,10 +36,32 @@ TEST(StepCostModel, InterpolatesAndStaysMonotone) {
   EXPECT_DOUBLE_EQ(one.seconds(8), 4.0);
 }
 
+TEST(StepCostModel, LearnsFromObservedSteps) {
+  StepCostModel m({{1, 1.0}, {2, 1.5}, {4, 2.0}});
+  for (int i = 0; i < 200; ++i) m.observe(2, 3.0);  // real 2-token steps are slower than profiled
+  EXPECT_NEAR(m.seconds(2), 3.0, 1e-6);
+  EXPECT_NEAR(m.seconds(4), 3.0, 1e-6);  // raised with it: never cheaper with more tokens
+  EXPECT_DOUBLE_EQ(m.seconds(1), 1.0);
+  m.observe(3, 100.0);  // no point at 3 tokens: ignored
+  EXPECT_NEAR(m.seconds(3), 3.0, 1e-6);
+  for (int i = 0; i < 200; ++i) m.observe(1, 5.0);
+  EXPECT_NEAR(m.seconds(1), 5.0, 1e-6);
+  EXPECT_GE(m.seconds(2), m.seconds(1));
+}
+
 TEST(EstimateAcceptance, StartsAtThePriorAndFollowsTheData) {
   EXPECT_DOUBLE_EQ(estimate_acceptance(0, 0, 0.6), 0.6);
   EXPECT_NEAR(estimate_acceptance(900, 100, 0.2), 0.9, 0.01);
   EXPECT_NEAR(estimate_acceptance(0, 50, 0.9), 0.0, 0.04);
+}
+
+TEST(OptimisticAcceptance, TriesTheUnknownAndConvergesOnTheKnown) {
+  EXPECT_GT(optimistic_acceptance(0, 0, 0.5), 0.75);  // no data: tried
+  EXPECT_LT(optimistic_acceptance(0, 4, 0.5), 0.35);  // four straight rejections: not any more
+  EXPECT_NEAR(optimistic_acceptance(800, 200, 0.5), 0.8, 0.02);
+  EXPECT_GT(optimistic_acceptance(0, 4 * 0.1, 0.5), 0.65);  // faded counts: tried again
+  for (double a = 0; a < 50; a += 7)
+    for (double r = 0; r < 50; r += 5) EXPECT_GE(optimistic_acceptance(a, r, 0.4), estimate_acceptance(a, r, 0.4));
 }
 
 TEST(PlanDraftLengths, FreeVerificationTakesEveryDraft) {
