@@ -199,7 +199,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     }
   if (choices.empty()) return;
   const std::vector<int32_t> k = plan_draft_lengths(step_cost_, num_base, candidates);
-  constexpr double kFade = 0.8;  // per step without verification
+  constexpr double kFade = 0.95;  // per step without verification: retried after ~20-40 steps
   for (size_t i = 0; i < choices.size(); ++i) {
     Choice& c = *choices[i];
     c.seq.draft_tokens.resize(static_cast<size_t>(k[i]));
@@ -230,7 +230,7 @@ std::vector<RequestOutput> Engine::step() {
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
   const double seconds = now() - t_start;
   stats_.record_step(out, num_generated, seconds, kv_waste);
-  if (spec_auto_ && !step_cost_.empty()) step_cost_.observe(out.num_batched_tokens, seconds);
+  if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds);
   update(outputs);  // 4. update: drop finished requests
   return outputs;
 }

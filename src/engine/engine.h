@@ -77,9 +77,13 @@ class Engine : private DecodingHost {
   size_t weight_bytes() const { return runner_->model().weight_bytes(); }
   double now() const override;  // engine clock, seconds
   // Adaptive speculation's step-time model (measured at start-up when
-  // num_spec_tokens is auto); tests and benchmarks may replace it.
+  // num_spec_tokens is auto, then refined by every step); tests and
+  // benchmarks may replace it with a fixed one (not refined).
   const StepCostModel& step_cost_model() const { return step_cost_; }
-  void set_step_cost_model(StepCostModel m) { step_cost_ = std::move(m); }
+  void set_step_cost_model(StepCostModel m) {
+    step_cost_ = std::move(m);
+    learn_step_cost_ = false;
+  }
 
  private:
   Engine() = default;
@@ -114,6 +118,7 @@ class Engine : private DecodingHost {
   int32_t num_spec_tokens_ = 0;
   bool spec_auto_ = false;
   StepCostModel step_cost_;
+  bool learn_step_cost_ = true;
   StepStats stats_;
   double clock_origin_ = 0;
 };

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <queue>
 
 #include "core/check.h"
@@ -20,18 +19,21 @@ StepCostModel::StepCostModel(std::vector<std::pair<int32_t, double>> points) : p
 }
 
 void StepCostModel::observe(int32_t num_tokens, double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0.0) return;
-  auto it = std::lower_bound(points_.begin(), points_.end(), std::make_pair(num_tokens, -1.0));
-  if (it == points_.end() || it->first != num_tokens) return;
-  constexpr double kRate = 0.1;
-  it->second += kRate * (seconds - it->second);
-  // Keep the model non-decreasing around the moved point.
-  for (auto p = it; p != points_.begin() && std::prev(p)->second > p->second; --p) std::prev(p)->second = p->second;
-  for (auto p = std::next(it); p != points_.end() && p->second < std::prev(p)->second; ++p)
-    p->second = std::prev(p)->second;
+  if (points_.empty() || !std::isfinite(seconds) || seconds < 0.0 || num_tokens < 1) return;
+  constexpr double kDecay = 0.95;
+  const double n = num_tokens;
+  const double r = seconds - forward_seconds(num_tokens);
+  sw_ = kDecay * sw_ + 1.0;
+  sn_ = kDecay * sn_ + n;
+  snn_ = kDecay * snn_ + n * n;
+  sr_ = kDecay * sr_ + r;
+  snr_ = kDecay * snr_ + n * r;
+  const double var = snn_ * sw_ - sn_ * sn_;  // sw^2 times the weighted variance of n
+  overhead_b_ = var > 1e-6 * sw_ * sw_ ? std::max(0.0, (snr_ * sw_ - sn_ * sr_) / var) : 0.0;
+  overhead_a_ = (sr_ - overhead_b_ * sn_) / sw_;
 }
 
-double StepCostModel::seconds(int32_t num_tokens) const {
+double StepCostModel::forward_seconds(int32_t num_tokens) const {
   PAGODA_CHECK(!points_.empty());
   if (points_.size() == 1) return points_[0].second * std::max(1, num_tokens) / points_[0].first;
   if (num_tokens <= points_.front().first) return points_.front().second;
@@ -41,6 +43,13 @@ double StepCostModel::seconds(int32_t num_tokens) const {
   const auto [n1, t1] = points_[hi];
   if (n1 == n0) return t1;
   return t0 + (t1 - t0) * static_cast<double>(num_tokens - n0) / static_cast<double>(n1 - n0);
+}
+
+double StepCostModel::seconds(int32_t num_tokens) const {
+  // Steps faster than the profile (a negative overhead) shrink the forward
+  // time, never below a tenth of it.
+  const double f = forward_seconds(num_tokens);
+  return std::max(0.1 * f, f + overhead_a_ + overhead_b_ * num_tokens);
 }
 
 double estimate_acceptance(double num_accepted, double num_rejected, double prior) {

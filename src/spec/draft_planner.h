@@ -16,7 +16,9 @@
 namespace pagoda {
 
 // Step time as a function of the number of batched tokens: piecewise linear
-// through measured points, non-decreasing, extended along the last segment.
+// through measured forward times (non-decreasing, extended along the last
+// segment), plus what real steps add to a forward — scheduling, sampling
+// every logits row — learned as a + b * tokens from observed steps.
 class StepCostModel {
  public:
   StepCostModel() = default;
@@ -24,15 +26,20 @@ class StepCostModel {
   explicit StepCostModel(std::vector<std::pair<int32_t, double>> points);
 
   bool empty() const { return points_.empty(); }
-  // A real step of num_tokens batched tokens took `seconds` (scheduling and
-  // sampling included): a point at exactly that size moves a tenth of the
-  // way there, so start-up noise and per-step overheads are learned.
+  // A real step of num_tokens batched tokens took `seconds`. The overhead
+  // line is a least-squares fit of (seconds - forward time) on tokens over
+  // recent steps (each weighs 5% less with every new one); its slope is 0
+  // until steps of different sizes were seen, never negative.
   void observe(int32_t num_tokens, double seconds);
+  double forward_seconds(int32_t num_tokens) const;
   double seconds(int32_t num_tokens) const;
   const std::vector<std::pair<int32_t, double>>& points() const { return points_; }
 
  private:
   std::vector<std::pair<int32_t, double>> points_;
+  // Decayed sums over observed steps: weight, n, n^2, residual, n * residual.
+  double sw_ = 0, sn_ = 0, snn_ = 0, sr_ = 0, snr_ = 0;
+  double overhead_a_ = 0, overhead_b_ = 0;
 };
 
 // Per-token acceptance of a sequence's drafts from its verifications:

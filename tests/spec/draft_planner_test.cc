@@ -36,17 +36,27 @@ TEST(StepCostModel, InterpolatesAndStaysMonotone) {
   EXPECT_DOUBLE_EQ(one.seconds(8), 4.0);
 }
 
-TEST(StepCostModel, LearnsFromObservedSteps) {
-  StepCostModel m({{1, 1.0}, {2, 1.5}, {4, 2.0}});
-  for (int i = 0; i < 200; ++i) m.observe(2, 3.0);  // real 2-token steps are slower than profiled
-  EXPECT_NEAR(m.seconds(2), 3.0, 1e-6);
-  EXPECT_NEAR(m.seconds(4), 3.0, 1e-6);  // raised with it: never cheaper with more tokens
-  EXPECT_DOUBLE_EQ(m.seconds(1), 1.0);
-  m.observe(3, 100.0);  // no point at 3 tokens: ignored
-  EXPECT_NEAR(m.seconds(3), 3.0, 1e-6);
-  for (int i = 0; i < 200; ++i) m.observe(1, 5.0);
-  EXPECT_NEAR(m.seconds(1), 5.0, 1e-6);
-  EXPECT_GE(m.seconds(2), m.seconds(1));
+TEST(StepCostModel, LearnsTheOverheadOfRealSteps) {
+  const std::vector<std::pair<int32_t, double>> forward = {{1, 1.0}, {2, 1.5}, {4, 2.0}};
+  StepCostModel constant(forward);
+  for (int i = 0; i < 50; ++i) constant.observe(1, 1.5);  // every step 0.5 s more than its forward
+  EXPECT_NEAR(constant.seconds(1), 1.5, 1e-9);
+  EXPECT_NEAR(constant.seconds(4), 2.5, 1e-9);  // one size seen: a constant, no slope
+  EXPECT_DOUBLE_EQ(constant.forward_seconds(4), 2.0);
+
+  StepCostModel per_token(forward);  // sampling: 0.1 s per token on top of 0.2 s per step
+  for (int i = 0; i < 100; ++i) {
+    const int32_t n = i % 2 ? 1 : 4;
+    per_token.observe(n, per_token.forward_seconds(n) + 0.2 + 0.1 * n);
+  }
+  EXPECT_NEAR(per_token.seconds(2), 1.5 + 0.2 + 0.2, 1e-6);
+  EXPECT_NEAR(per_token.seconds(8), 3.0 + 0.2 + 0.8, 1e-6);  // the forward's last segment, extended
+
+  StepCostModel faster(forward);  // larger steps ran relatively faster: the slope stays 0
+  for (int i = 0; i < 100; ++i) faster.observe(i % 2 ? 1 : 4, i % 2 ? 1.0 : 1.0);
+  for (int32_t n = 1; n < 8; ++n) EXPECT_LE(faster.seconds(n), faster.seconds(n + 1));
+  faster.observe(2, std::nan(""));
+  EXPECT_TRUE(std::isfinite(faster.seconds(2)));
 }
 
 TEST(EstimateAcceptance, StartsAtThePriorAndFollowsTheData) {
