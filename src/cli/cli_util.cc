@@ -87,10 +87,13 @@ std::string step_cost_summary(const StepCostModel& m) {
 }
 
 std::string spec_summary(const EngineStats& st) {
-  char buf[200];
-  std::snprintf(buf, sizeof(buf), "%lld drafts verified in %lld steps, acceptance %.3f, mean accepted length %.2f",
+  char buf[300];
+  std::snprintf(buf, sizeof(buf),
+                "%lld drafts verified in %lld steps, acceptance %.3f, mean accepted length %.2f; drafting %.1f ms, "
+                "verifying steps %.1f ms",
                 static_cast<long long>(st.num_draft_tokens), static_cast<long long>(st.num_spec_verify_steps),
-                st.spec_acceptance_rate(), st.spec_mean_accepted_len());
+                st.spec_acceptance_rate(), st.spec_mean_accepted_len(), st.spec_draft_seconds * 1e3,
+                st.spec_verify_seconds * 1e3);
   return buf;
 }
 

@@ -240,6 +240,8 @@ int bench_throughput(int argc, char** argv) {
       {"spec", spec_method_name(cfg.spec_method)},
       {"spec_acceptance_rate", st.spec_acceptance_rate()},
       {"spec_mean_accepted_len", st.spec_mean_accepted_len()},
+      {"spec_draft_s", st.spec_draft_seconds},
+      {"spec_verify_s", st.spec_verify_seconds},
   };
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());

@@ -64,6 +64,8 @@ class DecodingHost {
   // The first num_accepted drafts of c were accepted (and appended to its
   // tokens); the rest are rolled back. Counts the verification.
   virtual void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) = 0;
+  // Time spent in the proposer, for the statistics.
+  virtual void record_draft_seconds(double seconds) = 0;
 };
 
 class DecodingStrategy {

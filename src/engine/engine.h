@@ -103,6 +103,7 @@ class Engine : private DecodingHost {
   const Proposer* proposer() const override { return proposer_.get(); }
   int32_t num_spec_tokens() const override { return num_spec_tokens_; }
   void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) override;
+  void record_draft_seconds(double seconds) override { stats_.record_draft_seconds(seconds); }
 
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -61,7 +61,9 @@ class SpeculativeDecoding : public DecodingStrategy {
     const int32_t room = c.seq.max_total_tokens - c.seq.num_tokens() - 1;
     const int32_t k = std::min(host_.num_spec_tokens(), room);
     if (k <= 0) return;
+    const double t0 = host_.now();
     host_.proposer()->propose(c.seq.tokens, k, &c.seq.draft_tokens);
+    host_.record_draft_seconds(host_.now() - t0);
   }
 
   Request& req_;

@@ -11,7 +11,9 @@ void StepStats::record_admission(const Sequence& seq) {
 
 void StepStats::record_step(const SchedulerOutput& out, int64_t num_generated, double seconds, double kv_waste) {
   int64_t num_prompt = 0;
+  bool verifies = false;
   for (const ScheduledSeq& s : out.scheduled) {
+    verifies |= s.num_draft_tokens > 0;
     const int32_t first = s.seq->num_computed_tokens - s.num_new_tokens;
     num_prompt += std::max(0, std::min(s.seq->num_prompt_tokens, s.seq->num_computed_tokens) - first);
   }
@@ -21,6 +23,7 @@ void StepStats::record_step(const SchedulerOutput& out, int64_t num_generated, d
   stats_.num_generated_tokens += num_generated;
   stats_.kv_waste_sum += kv_waste;
   (num_prompt * 2 > out.num_batched_tokens ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
+  if (verifies) stats_.spec_verify_seconds += seconds;
 }
 
 }  // namespace pagoda

@@ -24,6 +24,8 @@ struct EngineStats {
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_draft_tokens = 0;
   int64_t num_spec_rejections = 0;  // verification steps that rejected a draft
+  double spec_draft_seconds = 0;    // spent proposing drafts
+  double spec_verify_seconds = 0;   // steps that verified at least one draft
   double spec_acceptance_rate() const {
     return num_draft_tokens ? static_cast<double>(num_accepted_draft_tokens) / num_draft_tokens : 0.0;
   }
@@ -45,6 +47,7 @@ class StepStats {
   // A finished step: `out` after Scheduler::on_step_done.
   void record_step(const SchedulerOutput& out, int64_t num_generated, double seconds, double kv_waste);
   void record_finished_request() { ++stats_.num_finished; }
+  void record_draft_seconds(double seconds) { stats_.spec_draft_seconds += seconds; }
   void record_verification(int32_t num_drafts, int32_t num_accepted) {
     ++stats_.num_spec_verify_steps;
     stats_.num_draft_tokens += num_drafts;

@@ -108,6 +108,9 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
           static_cast<double>(s.stats.num_accepted_draft_tokens));
   counter("spec_decode_num_verify_steps_total", "Sequence steps that verified drafts.",
           static_cast<double>(s.stats.num_spec_verify_steps));
+  counter("spec_decode_draft_seconds_total", "Seconds spent proposing drafts.", s.stats.spec_draft_seconds);
+  counter("spec_decode_verify_seconds_total", "Seconds of engine steps that verified drafts.",
+          s.stats.spec_verify_seconds);
   gauge("spec_decode_acceptance_rate", "Accepted / verified draft tokens.", s.stats.spec_acceptance_rate());
   gauge("spec_decode_mean_accepted_len", "Tokens emitted per verification step (accepted drafts + 1).",
         s.stats.spec_mean_accepted_len());

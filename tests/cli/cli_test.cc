@@ -73,6 +73,12 @@ TEST(Cli, GenerateWithNgramSpeculationPrintsTheSameText) {
   ASSERT_EQ(on.exit_code, 0) << on.err;
   EXPECT_EQ(on.out, off.out);
   EXPECT_NE(on.err.find("speculative (ngram):"), std::string::npos) << on.err;
+  EXPECT_NE(on.err.find("auto draft lengths planned with step times: 1 tok"), std::string::npos) << on.err;
+  const auto fixed =
+      run("generate -m " + model + " " + prompt + " -n 48 --temp 0 -t 2 --ignore-eos --spec ngram --num-spec-tokens 4");
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_EQ(fixed.out, off.out);
+  EXPECT_EQ(fixed.err.find("auto draft lengths"), std::string::npos) << fixed.err;
 }
 
 TEST(Cli, BuildDatastoreThenGenerateWithRetrieval) {
@@ -148,33 +154,33 @@ TEST_P(CliBadInput, ClearErrorNoCrash) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CliBadInput,
-    ::testing::Values(BadCase{"NoCommand", ""}, BadCase{"UnknownCommand", "frobnicate"},
-                      BadCase{"MissingModelFile", "generate -m /nonexistent.gguf -p hi"},
-                      BadCase{"NotAGguf", "generate -m /etc/passwd -p hi"},
-                      BadCase{"DirectoryAsModel", "generate -m /tmp -p hi"},
-                      BadCase{"VocabOnlyAsModel", "generate -m " + kShared + "/vocab/ggml-vocab-gpt-2.gguf -p hi"},
-                      BadCase{"MissingPrompt", "generate -m " + kStories},
-                      BadCase{"ZeroTokens", "generate -m " + kStories + " -p hi -n 0"},
-                      BadCase{"NegativeTemp", "generate -m " + kStories + " -p hi --temp -1"},
-                      BadCase{"BadTopP", "generate -m " + kStories + " -p hi --top-p 1.5"},
-                      BadCase{"NotANumber", "generate -m " + kStories + " -p hi -n many"},
-                      BadCase{"UnknownFlag", "generate -m " + kStories + " -p hi --bogus"},
-                      BadCase{"PromptTooLong", "generate -m " + kStories + " -p hi -c 1"},
-                      BadCase{"TinyKvCache", "generate -m " + kStories + " -p hi --kv-cache-mem 0.001"},
-                      BadCase{"BadKvDtype", "generate -m " + kStories + " -p hi --kv-cache-dtype q8"},
-                      BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
-                      BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
-                      BadCase{"SpecNoTool", "spec"}, BadCase{"SpecUnknownTool", "spec build-everything"},
-                      BadCase{"DatastoreNoCorpus",
-                              "spec build-datastore -m " + kStories + " -f /nonexistent -o /tmp/x"},
-                      BadCase{"ZeroSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens 0"},
-                      BadCase{"BenchNegativeDepth", "bench model -m " + kStories + " -d -5"},
-                      BadCase{"TokenizeNoText", "tokenize -m " + kStories},
-                      BadCase{"TokenizeBadFile", "tokenize -m /nonexistent -p hi"},
-                      BadCase{"MakeModelBadPreset", "make-model --preset huge -o /tmp/x.gguf"},
-                      BadCase{"MakeModelBadDtype", "make-model --preset tiny --dtype q9 -o /tmp/x.gguf"},
-                      BadCase{"MakeModelNoOutput", "make-model --preset tiny"},
-                      BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"}),
+    ::testing::Values(
+        BadCase{"NoCommand", ""}, BadCase{"UnknownCommand", "frobnicate"},
+        BadCase{"MissingModelFile", "generate -m /nonexistent.gguf -p hi"},
+        BadCase{"NotAGguf", "generate -m /etc/passwd -p hi"}, BadCase{"DirectoryAsModel", "generate -m /tmp -p hi"},
+        BadCase{"VocabOnlyAsModel", "generate -m " + kShared + "/vocab/ggml-vocab-gpt-2.gguf -p hi"},
+        BadCase{"MissingPrompt", "generate -m " + kStories},
+        BadCase{"ZeroTokens", "generate -m " + kStories + " -p hi -n 0"},
+        BadCase{"NegativeTemp", "generate -m " + kStories + " -p hi --temp -1"},
+        BadCase{"BadTopP", "generate -m " + kStories + " -p hi --top-p 1.5"},
+        BadCase{"NotANumber", "generate -m " + kStories + " -p hi -n many"},
+        BadCase{"UnknownFlag", "generate -m " + kStories + " -p hi --bogus"},
+        BadCase{"PromptTooLong", "generate -m " + kStories + " -p hi -c 1"},
+        BadCase{"TinyKvCache", "generate -m " + kStories + " -p hi --kv-cache-mem 0.001"},
+        BadCase{"BadKvDtype", "generate -m " + kStories + " -p hi --kv-cache-dtype q8"},
+        BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
+        BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
+        BadCase{"SpecNoTool", "spec"}, BadCase{"SpecUnknownTool", "spec build-everything"},
+        BadCase{"DatastoreNoCorpus", "spec build-datastore -m " + kStories + " -f /nonexistent -o /tmp/x"},
+        BadCase{"ZeroSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens 0"},
+        BadCase{"WordSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens many"},
+        BadCase{"BenchNegativeDepth", "bench model -m " + kStories + " -d -5"},
+        BadCase{"TokenizeNoText", "tokenize -m " + kStories},
+        BadCase{"TokenizeBadFile", "tokenize -m /nonexistent -p hi"},
+        BadCase{"MakeModelBadPreset", "make-model --preset huge -o /tmp/x.gguf"},
+        BadCase{"MakeModelBadDtype", "make-model --preset tiny --dtype q9 -o /tmp/x.gguf"},
+        BadCase{"MakeModelNoOutput", "make-model --preset tiny"},
+        BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -134,6 +134,9 @@ TEST_P(SpeculativeGreedy, OutputsEqualSpeculationOff) {
   if (c.num_spec_tokens == 0 && c.cost == Cost::kMeasured) return;  // timing decides: only losslessness is asserted
   EXPECT_GT(st.num_accepted_draft_tokens, 0) << "no draft was ever accepted: the test exercises nothing";
   EXPECT_LT(st.num_accepted_draft_tokens, st.num_draft_tokens) << "no draft was ever rejected";
+  EXPECT_GT(st.spec_draft_seconds, 0.0);
+  EXPECT_GT(st.spec_verify_seconds, 0.0);
+  EXPECT_EQ(off->stats().spec_verify_seconds, 0.0);
   // With a roomy budget drafts cost no one else a slot: fewer steps. (With a
   // tiny budget they crowd out prefill chunks; adaptive speculation's job.)
   if (c.budget >= 64) {
