@@ -12,6 +12,7 @@
 #include "engine/request.h"
 #include "sample/sampler.h"
 #include "sched/sequence.h"
+#include "spec/draft_planner.h"
 #include "spec/proposer.h"
 #include "tokenizer/stop_strings.h"
 #include "tokenizer/tokenizer.h"
@@ -30,12 +31,7 @@ struct Choice {
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopStringMatcher> stops;
   bool finished = false;
-  // Speculation: drafts of this choice accepted, and verifications that
-  // rejected one (its acceptance estimate for adaptive draft lengths); both
-  // fade while its drafts are not verified, so the estimate drifts back to
-  // the engine's and the choice is tried again.
-  double num_accepted_drafts = 0;
-  double num_rejections = 0;
+  AcceptanceCounts spec_acceptance;  // for adaptive draft lengths
 };
 
 struct Request {

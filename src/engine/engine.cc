@@ -75,10 +75,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Datastore> store, Datastore::load(config.spec_datastore, mc.vocab_size));
     e->proposer_ = std::make_unique<RetrievalProposer>(std::move(store), config.ngram_min, config.ngram_max);
   }
-  e->spec_auto_ = config.num_spec_tokens == 0;
-  e->num_spec_tokens_ = e->spec_auto_ ? kMaxAutoSpecTokens : config.num_spec_tokens;
+  e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
+  e->num_spec_tokens_ = config.num_spec_tokens == 0 ? kMaxAutoSpecTokens : config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
-  if (e->proposer_ && e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
+  if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
   return e;
 }
 
@@ -163,8 +163,7 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) 
   scheduler_->accept_drafts(&c.seq, num_accepted);
   if (num_drafts == 0) return;
   stats_.record_verification(num_drafts, num_accepted);
-  c.num_accepted_drafts += num_accepted;
-  if (num_accepted < num_drafts) ++c.num_rejections;
+  c.spec_acceptance.record(num_drafts, num_accepted);
 }
 
 void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
@@ -188,24 +187,24 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   const EngineStats& st = stats_.stats();
   const double prior = estimate_acceptance(static_cast<double>(st.num_accepted_draft_tokens),
                                            static_cast<double>(st.num_spec_rejections), 0.5);
+  // Drafts are proposed when a choice consumes its logits, so every choice
+  // holding drafts was scheduled in this step (requests leave in update()).
   std::vector<Choice*> choices;
   std::vector<DraftCandidate> candidates;
-  for (auto& [id, req] : requests_)
-    for (auto& c : req->choices) {
-      if (c->finished || c->seq.draft_tokens.empty()) continue;
-      choices.push_back(c.get());
-      candidates.push_back({optimistic_acceptance(c->num_accepted_drafts, c->num_rejections, prior),
-                            static_cast<int32_t>(c->seq.draft_tokens.size())});
-    }
+  for (const ScheduledSeq& s : out.scheduled) {
+    if (s.num_logits == 0) continue;
+    Choice& c = *requests_.at(s.seq->request_id)->choices.at(s.seq->index);
+    if (c.finished || c.seq.draft_tokens.empty()) continue;
+    choices.push_back(&c);
+    const AcceptanceCounts& a = c.spec_acceptance;
+    candidates.push_back({optimistic_acceptance(a.num_accepted, a.num_rejected, prior),
+                          static_cast<int32_t>(c.seq.draft_tokens.size())});
+  }
   if (choices.empty()) return;
   const std::vector<int32_t> k = plan_draft_lengths(step_cost_, num_base, candidates);
-  constexpr double kFade = 0.95;  // per step without verification: retried after ~20-40 steps
   for (size_t i = 0; i < choices.size(); ++i) {
-    Choice& c = *choices[i];
-    c.seq.draft_tokens.resize(static_cast<size_t>(k[i]));
-    if (k[i] > 0) continue;
-    c.num_accepted_drafts *= kFade;
-    c.num_rejections *= kFade;
+    choices[i]->seq.draft_tokens.resize(static_cast<size_t>(k[i]));
+    if (k[i] == 0) choices[i]->spec_acceptance.fade();
   }
 }
 

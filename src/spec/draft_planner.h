@@ -42,6 +42,23 @@ class StepCostModel {
   double overhead_a_ = 0, overhead_b_ = 0;
 };
 
+// One sequence's verification record. Both counts fade while its drafts are
+// planned away, so its estimate drifts back to the engine-wide rate and the
+// sequence is tried again after some 20-40 steps.
+struct AcceptanceCounts {
+  double num_accepted = 0;  // drafts accepted
+  double num_rejected = 0;  // verifications that rejected a draft
+  void record(int32_t num_drafts, int32_t num_accepted_drafts) {
+    num_accepted += num_accepted_drafts;
+    if (num_accepted_drafts < num_drafts) num_rejected += 1;
+  }
+  void fade() {
+    constexpr double kFade = 0.95;
+    num_accepted *= kFade;
+    num_rejected *= kFade;
+  }
+};
+
 // Per-token acceptance of a sequence's drafts from its verifications:
 // accepted drafts and verifications that ended in a rejection (the MLE of a
 // geometric run length), pulled towards `prior` with the weight of two

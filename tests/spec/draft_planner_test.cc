@@ -65,6 +65,19 @@ TEST(EstimateAcceptance, StartsAtThePriorAndFollowsTheData) {
   EXPECT_NEAR(estimate_acceptance(0, 50, 0.9), 0.0, 0.04);
 }
 
+TEST(AcceptanceCounts, RecordsAndFades) {
+  AcceptanceCounts a;
+  a.record(4, 4);  // all accepted: no rejection
+  a.record(4, 1);
+  EXPECT_DOUBLE_EQ(a.num_accepted, 5.0);
+  EXPECT_DOUBLE_EQ(a.num_rejected, 1.0);
+  const double before = optimistic_acceptance(0, 3, 0.5);
+  AcceptanceCounts failing{0, 3};
+  for (int i = 0; i < 40; ++i) failing.fade();
+  EXPECT_LT(failing.num_rejected, 0.5);
+  EXPECT_GT(optimistic_acceptance(failing.num_accepted, failing.num_rejected, 0.5), before + 0.2);
+}
+
 TEST(OptimisticAcceptance, TriesTheUnknownAndConvergesOnTheKnown) {
   EXPECT_GT(optimistic_acceptance(0, 0, 0.5), 0.75);  // no data: tried
   EXPECT_LT(optimistic_acceptance(0, 4, 0.5), 0.35);  // four straight rejections: not any more
