@@ -58,9 +58,28 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-queue", max_queue, "requests waiting before 429 (0: unbounded)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  app.add_option("--http-threads", sc.num_http_threads, "connections served at once")
+  app.add_option("--http-threads", sc.num_http_threads, "requests handled at once (slow clients hold none)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app.add_option("--http-request-timeout-s", sc.request_timeout_s,
+                 "seconds to receive a whole request (head + body), and to write a reply")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout-s", sc.idle_timeout_s, "seconds a keep-alive connection may sit idle")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  app.add_option("--max-connections", sc.max_connections, "open connections in total (more get 503)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-connections-per-client", sc.max_connections_per_client,
+                 "open connections per client address (more get 429)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-s", sc.shutdown_grace_s,
+                 "on SIGTERM/SIGINT, seconds running replies get before their connections are cut")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_flag("--metrics-require-key", sc.metrics_require_key, "/metrics needs the API key too");
   app.add_flag("--log-requests", sc.log_requests, "print one line per HTTP request");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (sc.served_model_name.empty()) sc.served_model_name = std::filesystem::path(model).stem().string();

@@ -16,6 +16,4 @@ bool authorized(std::string_view api_key, std::string_view header) {
   return diff == 0;
 }
 
-bool route_needs_auth(std::string_view path) { return path == "/v1" || path.substr(0, 4) == "/v1/"; }
-
 }  // namespace pagoda::server

@@ -1,5 +1,6 @@
 // POST /v1/completions and POST /v1/chat/completions: parse, tokenize, run
 // the choices on the engine, and answer as one JSON body or as SSE chunks.
+#include <chrono>
 #include <ctime>
 
 #include "server/generation.h"
@@ -33,28 +34,45 @@ PieceFn piece_fn(const ServerState& st) {
   return [tok](int32_t id) { return tok->token_to_piece(id, true); };
 }
 
-bool refuse_if_shutting_down(ServerState& st, httplib::Response& res) {
+bool refuse_if_shutting_down(ServerState& st, http::Responder& res) {
   if (!st.shutting_down) return false;
   send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "the server is shutting down")));
   return true;
 }
 
-// Adds the n specs of one prompt to the job.
+// Adds the engine request of one prompt (its n choices) to the job.
 MaybeError add_prompt(Job& job, std::vector<RequestSpec>& specs, const std::vector<int32_t>& tokens,
                       int32_t default_max_tokens, const std::string& echo) {
-  auto s = make_choice_specs(job.gen, tokens, default_max_tokens, job.st->engine.max_model_len());
+  auto s = make_prompt_spec(job.gen, tokens, default_max_tokens, job.st->engine.max_model_len());
   if (!s.is_ok()) return api_error_from_status(s.status(), job.chat ? "messages" : "prompt");
-  for (auto& spec : s.value()) {
-    specs.push_back(std::move(spec));
-    job.echo.push_back(echo);
-  }
+  for (int32_t k = 0; k < s->n; ++k) job.echo.push_back(echo);
+  specs.push_back(std::move(s).value());
   job.usage.prompt_tokens += static_cast<int64_t>(tokens.size());
   return std::nullopt;
 }
 
-void respond_whole(Job& job, httplib::Response& res) {
-  std::vector<ChoiceResult> choices = collect_choices(job.streams, job.st->metrics);
+void respond_whole(Job& job, http::Responder& res) {
+  // Collect the choices, watching the connection: a client that left gets
+  // its requests aborted (their KV blocks freed) instead of served.
+  std::vector<ChoiceResult> choices(static_cast<size_t>(num_choices(job.streams)));
+  for (size_t i = 0; i < choices.size(); ++i) choices[i].index = static_cast<int32_t>(i);
+  auto last_check = std::chrono::steady_clock::now();
+  StreamCallbacks cb;
+  cb.idle_ms = 100;
+  cb.on_output = [&](int32_t idx, const RequestOutput& o) {
+    accumulate_output(choices[static_cast<size_t>(idx)], o);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check < std::chrono::milliseconds(100)) return true;
+    last_check = now;
+    return !res.client_gone();
+  };
+  cb.on_idle = [&]() { return !res.client_gone(); };
+  if (!stream_choices(job.st->engine, job.streams, job.st->metrics, cb)) {
+    job.st->metrics.on_client_disconnect();
+    return;
+  }
   for (ChoiceResult& c : choices) {
+    if (c.finish_reason == FinishReason::kNone) c.finish_reason = FinishReason::kAbort;
     if (c.finish_reason == FinishReason::kError)
       return send_error(res, api_error_from_status(internal_error("generation failed: " + c.error)));
     if (c.finish_reason == FinishReason::kAbort)
@@ -69,9 +87,9 @@ void respond_whole(Job& job, httplib::Response& res) {
                           : completion_response(job.meta, choices, job.usage, piece, job.logprobs));
 }
 
-// Runs inside httplib's chunked content provider: the whole stream in one call.
-bool stream_body(Job& job, httplib::DataSink& sink) {
-  auto write = [&sink](const std::string& s) { return sink.write(s.data(), s.size()); };
+// The whole SSE stream, written as chunks on this handler's thread.
+bool stream_body(Job& job, http::Responder& res) {
+  auto write = [&res](const std::string& s) { return res.write(s); };
   const bool with_usage = job.gen.include_usage;
   const PieceFn piece = piece_fn(*job.st);
   const auto total = static_cast<size_t>(num_choices(job.streams));
@@ -110,49 +128,41 @@ bool stream_body(Job& job, httplib::DataSink& sink) {
     off += o.text.size();
     return write(sse_event(completion_chunk(job.meta, idx, o.text, lp, o.finish_reason, with_usage)));
   };
-  cb.on_idle = [&]() { return sink.is_writable() && write(sse_comment("keep-alive")); };
+  cb.on_idle = [&]() { return !res.client_gone() && write(sse_comment("keep-alive")); };
   if (!stream_choices(job.st->engine, job.streams, job.st->metrics, cb)) return false;
   if (with_usage &&
       !write(sse_event(usage_chunk(job.meta, job.chat ? "chat.completion.chunk" : "text_completion", job.usage))))
     return false;
   if (!write(sse_done())) return false;
-  sink.done();
-  return true;
+  return res.end_stream();
 }
 
-void run_job(std::shared_ptr<Job> job, std::vector<RequestSpec> specs, httplib::Response& res) {
-  if (specs.size() > kMaxChoicesPerRequest)
-    return send_error(
-        res, bad_request(
-                 "too many choices in one request (prompts x n > " + std::to_string(kMaxChoicesPerRequest) + ")", "n"));
-  auto streams = submit_choices(job->st->engine, std::move(specs));
+void run_job(Job& job, std::vector<RequestSpec> specs, http::Responder& res) {
+  auto streams = submit_choices(job.st->engine, std::move(specs));
   if (!streams.is_ok())
-    return send_error(res, api_error_from_status(streams.status(), job->chat ? "messages" : "prompt"));
-  job->streams = std::move(streams).value();
-  job->meta.created = std::time(nullptr);
-  if (!job->gen.stream) return respond_whole(*job, res);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream", [job](size_t, httplib::DataSink& sink) { return stream_body(*job, sink); },
-      [job](bool success) {
-        // The provider never ran (the client left first): free the requests.
-        if (!success) {
-          for (const auto& s : job->streams) job->st->engine.abort(s.stream->id());
-        }
-      });
+    return send_error(res, api_error_from_status(streams.status(), job.chat ? "messages" : "prompt"));
+  job.streams = std::move(streams).value();
+  job.meta.created = std::time(nullptr);
+  if (!job.gen.stream) return respond_whole(job, res);
+  const std::vector<http::Header> headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  if (!res.begin_stream(200, "text/event-stream", headers)) {
+    abort_choices(job.st->engine, job.streams, std::vector<bool>(job.streams.size(), false), job.st->metrics);
+    job.st->metrics.on_client_disconnect();
+    return;
+  }
+  if (!stream_body(job, res)) job.st->metrics.on_client_disconnect();
 }
 
 }  // namespace
 
-void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(ServerState& st, const http::Request& req, http::Responder& res) {
   if (refuse_if_shutting_down(st, res)) return;
   json body;
   if (auto e = parse_json_body(req, &body)) return send_error(res, *e);
   CompletionRequest cr;
   if (auto e = parse_completion_request(body, &cr)) return send_error(res, *e);
   if (auto e = st.check_model(cr.gen.model)) return send_error(res, *e);
-  auto job = std::make_shared<Job>();
+  auto job = std::make_unique<Job>();
   job->st = &st;
   job->gen = cr.gen;
   job->logprobs = cr.logprobs;
@@ -169,10 +179,10 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
     const std::string echo = !cr.echo ? "" : p.is_tokens ? tok.decode(p.tokens) : p.text;
     if (auto e = add_prompt(*job, specs, tokens, 16, echo)) return send_error(res, *e);
   }
-  run_job(std::move(job), std::move(specs), res);
+  run_job(*job, std::move(specs), res);
 }
 
-void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void handle_chat_completions(ServerState& st, const http::Request& req, http::Responder& res) {
   if (refuse_if_shutting_down(st, res)) return;
   json body;
   if (auto e = parse_json_body(req, &body)) return send_error(res, *e);
@@ -183,7 +193,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   restore_key_order(nlohmann::ordered_json::parse(req.body), &cr);
   auto prompt = st.chat->render(cr.messages, cr.add_generation_prompt, cr.tools, cr.template_kwargs);
   if (!prompt.is_ok()) return send_error(res, api_error_from_status(prompt.status(), "messages"));
-  auto job = std::make_shared<Job>();
+  auto job = std::make_unique<Job>();
   job->st = &st;
   job->chat = true;
   job->gen = cr.gen;
@@ -193,7 +203,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   if (tokens.empty()) return send_error(res, bad_request("the rendered chat prompt is empty", "messages"));
   std::vector<RequestSpec> specs;
   if (auto e = add_prompt(*job, specs, tokens, 0, "")) return send_error(res, *e);
-  run_job(std::move(job), std::move(specs), res);
+  run_job(*job, std::move(specs), res);
 }
 
 }  // namespace pagoda::server

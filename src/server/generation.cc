@@ -13,24 +13,21 @@ int32_t num_choices(const Streams& streams) {
 Result<Streams> submit_choices(AsyncEngine& engine, std::vector<RequestSpec> specs) {
   Streams streams;
   int32_t index = 0;
-  for (size_t i = 0; i < specs.size();) {
-    size_t j = i + 1;
-    while (j < specs.size() && specs[j].prompt == specs[i].prompt) ++j;
-    RequestSpec spec = std::move(specs[i]);
-    spec.n = static_cast<int32_t>(j - i);  // choice k is seeded with seed + k, as before
+  for (RequestSpec& spec : specs) {
+    const int32_t n = spec.n;
     auto s = engine.submit(std::move(spec));
     if (!s.is_ok()) {
       for (const auto& done : streams) engine.abort(done.stream->id());
       return s.status();
     }
-    streams.push_back({std::move(s).value(), index, static_cast<int32_t>(j - i)});
-    index += static_cast<int32_t>(j - i);
-    i = j;
+    streams.push_back({std::move(s).value(), index, n});
+    index += n;
   }
   return streams;
 }
 
-static void accumulate(ChoiceResult& c, const RequestOutput& o) {
+void accumulate_output(ChoiceResult& c, const RequestOutput& o) {
+  if (c.finish_reason != FinishReason::kNone) return;  // already ended
   c.text += o.text;
   c.samples.insert(c.samples.end(), o.samples.begin(), o.samples.end());
   if (o.finished) {
@@ -47,11 +44,11 @@ static void apply(std::vector<ChoiceResult>& out, const ChoiceStream& cs, const 
   if (o.request_finished && o.new_tokens.empty() && o.finish_reason != FinishReason::kNone) {
     for (int32_t k = 0; k < cs.n; ++k) {
       ChoiceResult& c = out[cs.first_index + k];
-      if (c.finish_reason == FinishReason::kNone) accumulate(c, o);
+      if (c.finish_reason == FinishReason::kNone) accumulate_output(c, o);
     }
     return;
   }
-  accumulate(out[cs.first_index + o.index], o);
+  accumulate_output(out[cs.first_index + o.index], o);
 }
 
 std::vector<ChoiceResult> collect_choices(const Streams& streams, ServerMetrics& metrics) {

@@ -26,10 +26,12 @@ using Streams = std::vector<ChoiceStream>;
 // Total number of choices over all streams.
 int32_t num_choices(const Streams& streams);
 
-// Submits in order, merging consecutive specs with the same prompt into one
-// request with n choices; on the first failure aborts the ones already queued and
-// returns that error.
+// Submits in order (each spec is one prompt with its spec.n choices); on the
+// first failure aborts the ones already queued and returns that error.
 Result<Streams> submit_choices(AsyncEngine& engine, std::vector<RequestSpec> specs);
+
+// Adds one output of a choice to its result (ignored once the choice ended).
+void accumulate_output(ChoiceResult& c, const RequestOutput& o);
 
 // Blocks until every choice has finished; choice i gets index i.
 std::vector<ChoiceResult> collect_choices(const Streams& streams, ServerMetrics& metrics);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/api_error.h"
@@ -37,5 +38,11 @@ class FieldReader {
 // A JSON value as an int64 if it is an integer (or an integral float).
 std::optional<int64_t> json_as_int(const nlohmann::json& v);
 const char* json_type_name(const nlohmann::json& v);
+
+// Request bodies nest at most this deep (arrays and objects).
+inline constexpr int kMaxJsonDepth = 64;
+// Scans raw JSON text (without parsing it) and refuses nesting deeper than
+// max_depth: a 400 before any parse or copy, which would recurse that deep.
+MaybeError check_json_depth(std::string_view text, int max_depth = kMaxJsonDepth);
 
 }  // namespace pagoda::server

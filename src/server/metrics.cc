@@ -77,7 +77,12 @@ void ServerMetrics::on_http_response(int status) {
   ++http_by_status_[status];
 }
 
-std::string ServerMetrics::render(const EngineSnapshot& s) const {
+void ServerMetrics::on_client_disconnect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++client_disconnects_;
+}
+
+std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerStats& http) const {
   std::string out;
   auto gauge = [&](const char* name, const char* help, double v) {
     header(&out, std::string("pagoda:") + name, "gauge", help);
@@ -114,7 +119,14 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   gauge("spec_decode_acceptance_rate", "Accepted / verified draft tokens.", s.stats.spec_acceptance_rate());
   gauge("spec_decode_mean_accepted_len", "Tokens emitted per verification step (accepted drafts + 1).",
         s.stats.spec_mean_accepted_len());
+  gauge("http_open_connections", "Open HTTP connections.", static_cast<double>(http.open_connections));
+  counter("http_refused_connections_total", "Connections refused over a connection cap.",
+          static_cast<double>(http.refused_connections));
+  counter("http_request_timeouts_total", "Requests not received before their deadline (408).",
+          static_cast<double>(http.timed_out_requests));
   std::lock_guard<std::mutex> lock(mu_);
+  counter("client_disconnects_total", "Replies abandoned because the client left (requests aborted).",
+          static_cast<double>(client_disconnects_));
   counter("prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(prompt_tokens_));
   counter("generation_tokens_total", "Generated tokens of finished requests.", static_cast<double>(generation_tokens_));
   header(&out, "pagoda:request_success_total", "counter", "Finished requests by finish reason.");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/async_engine.h"
+#include "http/server.h"
 
 namespace pagoda::server {
 
@@ -33,13 +34,16 @@ class ServerMetrics {
   // The last output of a request (finished == true): tokens, reason, timings.
   void on_request_finished(const RequestOutput& last);
   void on_http_response(int status);
-  std::string render(const EngineSnapshot& snap) const;
+  // A client left before its reply was complete (its requests were aborted).
+  void on_client_disconnect();
+  std::string render(const EngineSnapshot& snap, const http::ServerStats& http = {}) const;
 
  private:
   std::string labels_;
   mutable std::mutex mu_;
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
+  int64_t client_disconnects_ = 0;
   std::map<std::string, int64_t> finished_by_reason_;
   std::map<int, int64_t> http_by_status_;
   Histogram ttft_, tpot_, e2e_, queue_;

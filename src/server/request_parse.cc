@@ -12,16 +12,22 @@ MaybeError parse_stop(const FieldReader& r, RequestSpec* spec) {
   const json* v = r.find("stop");
   if (!v) return std::nullopt;
   if (v->is_string()) {
+    if (v->get_ref<const std::string&>().size() > static_cast<size_t>(kMaxStopBytes))
+      return bad_request("'stop' is longer than " + std::to_string(kMaxStopBytes) + " bytes", "stop");
     if (!v->get_ref<const std::string&>().empty()) spec->stop.push_back(v->get<std::string>());
     return std::nullopt;
   }
   if (!v->is_array()) return bad_request("'stop' must be a string or an array of strings", "stop");
   if (v->size() > static_cast<size_t>(kMaxStopStrings))
     return bad_request("'stop' has more than " + std::to_string(kMaxStopStrings) + " strings", "stop");
+  size_t bytes = 0;
   for (const json& s : *v) {
     if (!s.is_string()) return bad_request("'stop' must be a string or an array of strings", "stop");
+    bytes += s.get_ref<const std::string&>().size();
     if (!s.get_ref<const std::string&>().empty()) spec->stop.push_back(s.get<std::string>());
   }
+  if (bytes > static_cast<size_t>(kMaxStopBytes))
+    return bad_request("'stop' strings total more than " + std::to_string(kMaxStopBytes) + " bytes", "stop");
   return std::nullopt;
 }
 
@@ -40,6 +46,8 @@ MaybeError parse_logit_bias(const FieldReader& r, SamplingParams* sp) {
   const json* v = r.find("logit_bias");
   if (!v) return std::nullopt;
   if (!v->is_object()) return bad_request("'logit_bias' must be an object of token id -> bias", "logit_bias");
+  if (v->size() > static_cast<size_t>(kMaxLogitBias))
+    return bad_request("'logit_bias' has more than " + std::to_string(kMaxLogitBias) + " entries", "logit_bias");
   for (const auto& [key, val] : v->items()) {
     size_t pos = 0;
     long long id = -1;
@@ -110,6 +118,9 @@ MaybeError parse_generation(const json& body, bool chat, GenerationParams* g) {
   if (auto e = parse_logit_bias(r, &sp)) return e;
   if (auto e = parse_stop(r, &g->base)) return e;
   if (const json* ids = r.find("stop_token_ids")) {
+    if (ids->is_array() && ids->size() > static_cast<size_t>(kMaxStopTokenIds))
+      return bad_request("'stop_token_ids' has more than " + std::to_string(kMaxStopTokenIds) + " ids",
+                         "stop_token_ids");
     if (auto e = parse_token_list(*ids, "stop_token_ids", &g->base.stop_token_ids)) return e;
   }
   if (auto e = r.read_bool("ignore_eos", &g->base.ignore_eos)) return e;
@@ -254,8 +265,8 @@ void restore_key_order(const nlohmann::ordered_json& body, ChatRequest* r) {
     r->template_kwargs = body["chat_template_kwargs"];
 }
 
-Result<std::vector<RequestSpec>> make_choice_specs(const GenerationParams& p, const std::vector<int32_t>& prompt,
-                                                   int32_t default_max_tokens, int32_t max_model_len) {
+Result<RequestSpec> make_prompt_spec(const GenerationParams& p, const std::vector<int32_t>& prompt,
+                                     int32_t default_max_tokens, int32_t max_model_len) {
   const auto prompt_len = static_cast<int64_t>(prompt.size());
   if (prompt_len >= max_model_len)
     return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the model's context length is " +
@@ -267,14 +278,14 @@ Result<std::vector<RequestSpec>> make_choice_specs(const GenerationParams& p, co
     return out_of_range("this model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
                         std::to_string(prompt_len) + " prompt tokens and " + std::to_string(max_tokens) +
                         " max_tokens were requested");
-  std::vector<RequestSpec> specs(static_cast<size_t>(p.n), p.base);
-  for (int32_t i = 0; i < p.n; ++i) {
-    RequestSpec& s = specs[static_cast<size_t>(i)];
-    s.prompt = prompt;
-    s.max_tokens = static_cast<int32_t>(max_tokens);
-    if (p.base.sampling.seed) s.sampling.seed = *p.base.sampling.seed + static_cast<uint64_t>(i);
-  }
-  return specs;
+  if (max_tokens * p.n > kMaxTokensPerRequest)
+    return out_of_range("n x max_tokens = " + std::to_string(max_tokens * p.n) + " exceeds the limit of " +
+                        std::to_string(kMaxTokensPerRequest) + " tokens per request; lower n or max_tokens");
+  RequestSpec s = p.base;
+  s.prompt = prompt;
+  s.n = p.n;  // choice k is seeded with seed + k by the engine
+  s.max_tokens = static_cast<int32_t>(max_tokens);
+  return s;
 }
 
 }  // namespace pagoda::server

@@ -50,7 +50,11 @@ struct ChatRequest {
 
 inline constexpr int32_t kMaxChoices = 128;
 inline constexpr int32_t kMaxStopStrings = 16;
+inline constexpr int32_t kMaxStopBytes = 16 << 10;  // all stop strings together
+inline constexpr int32_t kMaxStopTokenIds = 4096;
+inline constexpr int32_t kMaxLogitBias = 4096;  // entries
 inline constexpr int64_t kMaxTokensLimit = 1 << 24;
+inline constexpr int64_t kMaxTokensPerRequest = 1 << 22;  // n x max_tokens
 
 MaybeError parse_completion_request(const nlohmann::json& body, CompletionRequest* out);
 MaybeError parse_chat_request(const nlohmann::json& body, ChatRequest* out);
@@ -58,11 +62,12 @@ MaybeError parse_chat_request(const nlohmann::json& body, ChatRequest* out);
 // order kept (parse_chat_request must have accepted the same body).
 void restore_key_order(const nlohmann::ordered_json& body, ChatRequest* r);
 
-// The n request specs of one prompt: the same prompt, seeds seed, seed+1, ...
-// (when a seed is given), max_tokens defaulting to default_max_tokens (<= 0:
-// the rest of the context). A prompt plus max_tokens longer than the context
-// is a 400 (context_length_exceeded).
-Result<std::vector<RequestSpec>> make_choice_specs(const GenerationParams& p, const std::vector<int32_t>& prompt,
-                                                   int32_t default_max_tokens, int32_t max_model_len);
+// The engine request of one prompt with its n choices (one copy of the
+// prompt, stops and biases for all of them; the engine seeds choice k with
+// seed + k), max_tokens defaulting to default_max_tokens (<= 0: the rest of
+// the context). A prompt plus max_tokens longer than the context, or n x
+// max_tokens over kMaxTokensPerRequest, is a 400.
+Result<RequestSpec> make_prompt_spec(const GenerationParams& p, const std::vector<int32_t>& prompt,
+                                     int32_t default_max_tokens, int32_t max_model_len);
 
 }  // namespace pagoda::server

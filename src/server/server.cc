@@ -2,10 +2,6 @@
 // are in completion_routes.cc.
 #include "server/server.h"
 
-#include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -36,17 +32,25 @@ MaybeError ServerState::check_model(const std::string& model) const {
   return e;
 }
 
-void send_json(httplib::Response& res, const json& j, int status) {
-  res.status = status;
-  res.set_content(dump_json(j), "application/json");
+http::Response error_response(const ApiError& e) {
+  http::Response r;
+  r.status = e.http_status;
+  r.body = dump_json(error_body(e));
+  if (e.retry_after_s > 0) r.headers.push_back({"Retry-After", std::to_string(e.retry_after_s)});
+  return r;
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  send_json(res, error_body(e), e.http_status);
+void send_json(http::Responder& res, const json& j, int status) {
+  http::Response r;
+  r.status = status;
+  r.body = dump_json(j);
+  res.send(r);
 }
 
-MaybeError parse_json_body(const httplib::Request& req, json* out) {
+void send_error(http::Responder& res, const ApiError& e) { res.send(error_response(e)); }
+
+MaybeError parse_json_body(const http::Request& req, json* out) {
+  if (auto e = check_json_depth(req.body)) return e;
   try {
     *out = json::parse(req.body);
   } catch (const json::parse_error& e) {
@@ -58,24 +62,23 @@ MaybeError parse_json_body(const httplib::Request& req, json* out) {
 
 namespace {
 
-using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+using RouteFn = std::function<void(const http::Request&, http::Responder&)>;
 
-// Every handler runs inside this: library exceptions never escape.
-Handler guarded(Handler fn) {
-  return [fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
-    try {
-      fn(req, res);
-    } catch (const json::exception& e) {
-      send_error(res, bad_request(std::string("invalid request: ") + e.what()));
-    } catch (const std::exception& e) {
-      send_error(res, api_error_from_status(internal_error(e.what())));
-    } catch (...) {
-      send_error(res, api_error_from_status(internal_error("unknown error")));
-    }
-  };
+// Every handler runs inside this: library exceptions never escape (a reply
+// already started cannot be replaced; the connection is then closed).
+void run_guarded(const RouteFn& fn, const http::Request& req, http::Responder& res) {
+  try {
+    fn(req, res);
+  } catch (const json::exception& e) {
+    send_error(res, bad_request(std::string("invalid request: ") + e.what()));
+  } catch (const std::exception& e) {
+    send_error(res, api_error_from_status(internal_error(e.what())));
+  } catch (...) {
+    send_error(res, api_error_from_status(internal_error("unknown error")));
+  }
 }
 
-void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void handle_tokenize(ServerState& st, const http::Request& req, http::Responder& res) {
   json body;
   if (auto e = parse_json_body(req, &body)) return send_error(res, *e);
   FieldReader r(body);
@@ -113,7 +116,7 @@ void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Resp
   send_json(res, out);
 }
 
-void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void handle_detokenize(ServerState& st, const http::Request& req, http::Responder& res) {
   json body;
   if (auto e = parse_json_body(req, &body)) return send_error(res, *e);
   FieldReader r(body);
@@ -136,7 +139,7 @@ void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Re
   send_json(res, {{"prompt", tok.decode(ids)}});
 }
 
-void handle_models(ServerState& st, httplib::Response& res) {
+void handle_models(ServerState& st, http::Responder& res) {
   static const int64_t kCreated = std::time(nullptr);
   json model = {{"id", st.config.served_model_name},
                 {"object", "model"},
@@ -147,37 +150,21 @@ void handle_models(ServerState& st, httplib::Response& res) {
   send_json(res, {{"object", "list"}, {"data", json::array({model})}});
 }
 
-const char* default_error_message(int status) {
-  switch (status) {
-    case 404: return "no such route";
-    case 405: return "method not allowed";
-    case 413: return "the request body is too large";
-    case 400: return "bad request";
-    default: return "request failed";
-  }
-}
+struct Route {
+  const char* method;
+  const char* path;
+  bool quick;  // cheap and non-blocking: answered on the event loop
+  bool auth;   // needs the API key when one is set
+  RouteFn fn;
+};
 
-// cpp-httplib 0.11 listens with a backlog of 5, so a burst of connections
-// (32 clients at once) overflows the accept queue and some are dropped. Find
-// our listening socket and raise its backlog (listen() again only updates it).
-void widen_listen_backlog(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return;
-  while (dirent* e = readdir(dir)) {
-    const int fd = std::atoi(e->d_name);
-    if (fd <= 2) continue;
-    int listening = 0;
-    socklen_t len = sizeof(listening);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof(addr);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int bound = -1;
-    if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    if (bound == port) ::listen(fd, SOMAXCONN);
-  }
-  closedir(dir);
+ApiError http_error(int status, const std::string& message) {
+  ApiError e;
+  e.http_status = status;
+  e.message = message;
+  if (status == 404) e.type = "not_found_error";
+  if (status == 429 || status == 503) e.retry_after_s = 1;
+  return e;
 }
 
 }  // namespace
@@ -185,8 +172,52 @@ void widen_listen_backlog(int port) {
 struct Server::Impl {
   Impl(AsyncEngine& e, ServerConfig c) : state(e, std::move(c)) {}
   ServerState state;
-  httplib::Server http;
+  std::vector<Route> routes;
+  std::unique_ptr<http::HttpServer> http;
   std::string warning;
+
+  // The route for a path; *method_ok false when the path exists for another method.
+  const Route* find(const http::Request& req, bool* method_ok) const {
+    const Route* other = nullptr;
+    for (const Route& r : routes) {
+      if (req.path != r.path) continue;
+      if (req.method == r.method || (req.method == "HEAD" && std::string_view(r.method) == "GET")) {
+        *method_ok = true;
+        return &r;
+      }
+      other = &r;
+    }
+    *method_ok = false;
+    return other;
+  }
+  bool authorized_for(const Route& r, const http::Request& req) const {
+    if (!r.auth) return true;
+    const std::string* h = req.header("authorization");
+    return authorized(state.config.api_key, h ? *h : "");
+  }
+  bool quick(const http::Request& req) const {
+    bool method_ok = false;
+    const Route* r = find(req, &method_ok);
+    return !r || !method_ok || r->quick || !authorized_for(*r, req);
+  }
+  void handle(const http::Request& req, http::Responder& res) {
+    bool method_ok = false;
+    const Route* r = find(req, &method_ok);
+    if (!r) {
+      send_error(res, http_error(404, "no such route: " + req.path));
+    } else if (!method_ok) {
+      send_error(res, http_error(405, "method " + req.method + " is not allowed on " + req.path));
+    } else if (!authorized_for(*r, req)) {
+      ApiError e = http_error(401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
+      e.code = "invalid_api_key";
+      send_error(res, e);
+    } else {
+      run_guarded(r->fn, req, res);
+    }
+    const int status = res.responded() ? res.status() : 0;
+    state.metrics.on_http_response(status);
+    if (state.config.log_requests) std::fprintf(stderr, "%s %s -> %d\n", req.method.c_str(), req.path.c_str(), status);
+  }
 };
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -211,78 +242,71 @@ Result<std::unique_ptr<Server>> Server::create(AsyncEngine& engine, ServerConfig
     impl->warning = st.chat_error;
   }
 
-  httplib::Server& http = impl->http;
-  const int threads = std::max(1, st.config.num_http_threads);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http.set_payload_max_length(st.config.max_body_bytes);
-  http.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (route_needs_auth(req.path) && !authorized(st.config.api_key, req.get_header_value("Authorization"))) {
-      ApiError e;
-      e.http_status = 401;
-      e.message = "invalid or missing API key (send 'Authorization: Bearer <key>')";
-      e.code = "invalid_api_key";
-      send_error(res, e);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    ApiError e;
-    e.http_status = res.status;
-    e.message = default_error_message(res.status);
-    if (res.status == 404) e.type = "not_found_error";
-    send_error(res, e);
-  });
-  http.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
-    st.metrics.on_http_response(res.status);
-    if (st.config.log_requests) std::fprintf(stderr, "%s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
-  });
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
-  });
-  http.Get("/health", guarded([&st](const httplib::Request&, httplib::Response& res) {
-             if (st.shutting_down)
-               return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "shutting down")));
-             send_json(res, {{"status", "ok"}});
-           }));
-  http.Get("/metrics", guarded([&st](const httplib::Request&, httplib::Response& res) {
-             res.set_content(st.metrics.render(st.engine.snapshot()), "text/plain; version=0.0.4; charset=utf-8");
-           }));
-  http.Get("/v1/models", guarded([&st](const httplib::Request&, httplib::Response& res) { handle_models(st, res); }));
-  http.Post("/tokenize",
-            guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_tokenize(st, q, r); }));
-  http.Post("/detokenize",
-            guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_detokenize(st, q, r); }));
-  http.Post("/v1/completions",
-            guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_completions(st, q, r); }));
-  http.Post("/v1/chat/completions",
-            guarded([&st](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(st, q, r); }));
+  Impl* self = impl.get();
+  const bool metrics_auth = st.config.metrics_require_key;
+  self->routes = {
+      {"GET", "/", true, false,
+       [](const http::Request&, http::Responder& res) {
+         http::Response r;
+         r.content_type = "text/html; charset=utf-8";
+         r.body = std::string(chat_page_html());
+         res.send(r);
+       }},
+      {"GET", "/health", true, false,
+       [&st](const http::Request&, http::Responder& res) {
+         if (st.shutting_down)
+           return send_error(res, api_error_from_status(Status(StatusCode::kUnavailable, "shutting down")));
+         send_json(res, {{"status", "ok"}});
+       }},
+      {"GET", "/metrics", true, metrics_auth,
+       [self](const http::Request&, http::Responder& res) {
+         http::Response r;
+         r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+         r.body = self->state.metrics.render(self->state.engine.snapshot(), self->http->stats());
+         res.send(r);
+       }},
+      {"GET", "/v1/models", true, true, [&st](const http::Request&, http::Responder& res) { handle_models(st, res); }},
+      {"POST", "/tokenize", false, true,
+       [&st](const http::Request& q, http::Responder& r) { handle_tokenize(st, q, r); }},
+      {"POST", "/detokenize", false, true,
+       [&st](const http::Request& q, http::Responder& r) { handle_detokenize(st, q, r); }},
+      {"POST", "/v1/completions", false, true,
+       [&st](const http::Request& q, http::Responder& r) { handle_completions(st, q, r); }},
+      {"POST", "/v1/chat/completions", false, true,
+       [&st](const http::Request& q, http::Responder& r) { handle_chat_completions(st, q, r); }},
+  };
+
+  const ServerConfig& c = st.config;
+  http::ServerOptions o;
+  o.host = c.host;
+  o.port = c.port;
+  o.num_threads = std::max(1, c.num_http_threads);
+  o.limits.max_body_bytes = c.max_body_bytes;
+  o.request_timeout_ms = static_cast<int>(c.request_timeout_s * 1000);
+  o.idle_timeout_ms = static_cast<int>(c.idle_timeout_s * 1000);
+  o.write_timeout_ms = static_cast<int>(c.request_timeout_s * 1000);
+  o.max_connections = c.max_connections;
+  o.max_connections_per_client = c.max_connections_per_client;
+  o.shutdown_grace_ms = static_cast<int>(c.shutdown_grace_s * 1000);
+  self->http = std::make_unique<http::HttpServer>(
+      o, [self](const http::Request& q, http::Responder& r) { self->handle(q, r); },
+      [self](const http::Request& q) { return self->quick(q); },
+      [self](int status, const std::string& message) {
+        self->state.metrics.on_http_response(status);
+        return error_response(http_error(status, message));
+      });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-Result<int> Server::bind() {
-  const ServerConfig& c = impl_->state.config;
-  if (c.port == 0) {
-    const int port = impl_->http.bind_to_any_port(c.host);
-    if (port <= 0) return Status(StatusCode::kUnavailable, "cannot bind to " + c.host);
-    widen_listen_backlog(port);
-    return port;
-  }
-  if (!impl_->http.bind_to_port(c.host, c.port))
-    return Status(StatusCode::kUnavailable,
-                  "cannot bind to " + c.host + ":" + std::to_string(c.port) + " (in use, or a bad address)");
-  widen_listen_backlog(c.port);
-  return c.port;
-}
+Result<int> Server::bind() { return impl_->http->bind(); }
 
-bool Server::listen() { return impl_->http.listen_after_bind(); }
+bool Server::listen() { return impl_->http->run(); }
 
 void Server::begin_shutdown() { impl_->state.shutting_down = true; }
 
 void Server::stop() {
   impl_->state.shutting_down = true;
-  impl_->http.stop();
+  impl_->http->stop();
 }
 
 }  // namespace pagoda::server

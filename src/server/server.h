@@ -2,6 +2,8 @@
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
 // GET /health, POST /tokenize, POST /detokenize, GET /metrics, and the chat
 // page at GET / (no key needed to load it; it sends the key it is given).
+// With an API key set, every route but /health, / (and /metrics unless
+// metrics_require_key) needs it. The HTTP layer is http/server.h.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +21,14 @@ struct ServerConfig {
   std::string api_key;              // "": no auth
   std::string served_model_name;    // the only accepted "model"
   std::string chat_template;        // template source; "": the model's, else ChatML
-  size_t max_body_bytes = 8 << 20;  // larger bodies get 413
-  int num_http_threads = 64;        // connections served at once
+  size_t max_body_bytes = 8 << 20;  // larger bodies get 413 (any transfer encoding)
+  int num_http_threads = 64;        // requests handled at once (slow clients hold none)
+  double request_timeout_s = 30;    // to receive a whole request head + body; also per reply write
+  double idle_timeout_s = 30;       // keep-alive connection without a request
+  int max_connections = 4096;
+  int max_connections_per_client = 512;  // per remote address
+  double shutdown_grace_s = 10;          // after stop(), running handlers' time before their sockets are cut
+  bool metrics_require_key = false;      // /metrics needs the API key too
   bool log_requests = false;
 };
 
@@ -37,7 +45,8 @@ class Server {
   bool listen();
   // New requests get 503 and /health reports unavailable.
   void begin_shutdown();
-  // Stops accepting connections; listen() returns once handlers finish.
+  // Stops accepting connections and closes idle ones; listen() returns once
+  // handlers finish, at most shutdown_grace_s later (then their sockets are cut).
   void stop();
   // Non-fatal problems found at start-up (e.g. an unparsable model template).
   const std::string& warning() const;

@@ -1,14 +1,13 @@
 // State shared by the route handlers of one Server (internal header).
 #pragma once
 
-#include <httplib.h>
-
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/async_engine.h"
+#include "http/server.h"
 #include "server/api_error.h"
 #include "server/chat_renderer.h"
 #include "server/json_fields.h"
@@ -32,12 +31,13 @@ struct ServerState {
   MaybeError check_model(const std::string& model) const;
 };
 
-void send_json(httplib::Response& res, const nlohmann::json& j, int status = 200);
-void send_error(httplib::Response& res, const ApiError& e);
-// Parses the body as a JSON object (400 when it is not).
-MaybeError parse_json_body(const httplib::Request& req, nlohmann::json* out);
+void send_json(http::Responder& res, const nlohmann::json& j, int status = 200);
+void send_error(http::Responder& res, const ApiError& e);
+http::Response error_response(const ApiError& e);
+// Parses the body as a JSON object (400 when it is not, or nests too deep).
+MaybeError parse_json_body(const http::Request& req, nlohmann::json* out);
 
-void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res);
-void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res);
+void handle_completions(ServerState& st, const http::Request& req, http::Responder& res);
+void handle_chat_completions(ServerState& st, const http::Request& req, http::Responder& res);
 
 }  // namespace pagoda::server

@@ -1,7 +1,7 @@
 // libFuzzer target: an HTTP request body goes through what the completion
 // routes do before the engine (src/server/completion_routes.cc): JSON parse,
 // parse_completion_request / parse_chat_request (never throw; an error is a
-// 400/422 with a message), restore_key_order, make_choice_specs, and the chat
+// 400/422 with a message), restore_key_order, make_prompt_spec, and the chat
 // messages through the fallback (ChatML) template. Never a crash, leak, hang
 // or uncaught exception; what an accepted request promises is checked.
 #include <cstddef>
@@ -38,16 +38,15 @@ void check_generation(const GenerationParams& g) {
   // The specs the routes make for a short prompt in a small context.
   const std::vector<int32_t> prompt = {1, 2, 3};
   constexpr int32_t kMaxModelLen = 64;
-  auto specs = pagoda::server::make_choice_specs(g, prompt, 16, kMaxModelLen);
-  if (!specs.is_ok()) {
-    check(!specs.status().message().empty());
+  auto spec = pagoda::server::make_prompt_spec(g, prompt, 16, kMaxModelLen);
+  if (!spec.is_ok()) {
+    check(!spec.status().message().empty());
     return;
   }
-  check(specs->size() == static_cast<size_t>(g.n));
-  for (const auto& s : *specs) {
-    check(s.prompt == prompt);
-    check(s.max_tokens >= 1 && static_cast<int64_t>(prompt.size()) + s.max_tokens <= kMaxModelLen);
-  }
+  check(spec->n == g.n);
+  check(spec->prompt == prompt);
+  check(spec->max_tokens >= 1 && static_cast<int64_t>(prompt.size()) + spec->max_tokens <= kMaxModelLen);
+  check(static_cast<int64_t>(spec->max_tokens) * spec->n <= pagoda::server::kMaxTokensPerRequest);
 }
 
 const pagoda::server::ChatRenderer& renderer() {

@@ -143,35 +143,84 @@ TEST(RequestParse, Chat) {
   }
 }
 
-TEST(RequestParse, ChoiceSpecs) {
+TEST(RequestParse, PromptSpec) {
   GenerationParams g;
   g.n = 3;
   g.base.sampling.seed = 100;
-  auto specs = make_choice_specs(g, {1, 2, 3}, 16, 64);
-  ASSERT_TRUE(specs.is_ok());
-  ASSERT_EQ(specs->size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ((*specs)[i].prompt.size(), 3u);
-    EXPECT_EQ((*specs)[i].max_tokens, 16);
-    EXPECT_EQ(*(*specs)[i].sampling.seed, 100u + i);  // distinct seeds per choice
-  }
+  g.base.stop = {"a", "bb"};
+  auto spec = make_prompt_spec(g, {1, 2, 3}, 16, 64);
+  ASSERT_TRUE(spec.is_ok());
+  EXPECT_EQ(spec->n, 3);  // one engine request for all n choices (one copy of prompt and stops)
+  EXPECT_EQ(spec->prompt.size(), 3u);
+  EXPECT_EQ(spec->max_tokens, 16);
+  EXPECT_EQ(*spec->sampling.seed, 100u);  // the engine seeds choice k with seed + k
+  EXPECT_EQ(spec->stop.size(), 2u);
   // Default max tokens <= 0: the rest of the context, capped by it.
-  auto rest = make_choice_specs(GenerationParams{}, std::vector<int32_t>(10, 1), 0, 64);
+  auto rest = make_prompt_spec(GenerationParams{}, std::vector<int32_t>(10, 1), 0, 64);
   ASSERT_TRUE(rest.is_ok());
-  EXPECT_EQ((*rest)[0].max_tokens, 54);
-  auto capped = make_choice_specs(GenerationParams{}, std::vector<int32_t>(60, 1), 16, 64);
+  EXPECT_EQ(rest->max_tokens, 54);
+  auto capped = make_prompt_spec(GenerationParams{}, std::vector<int32_t>(60, 1), 16, 64);
   ASSERT_TRUE(capped.is_ok());
-  EXPECT_EQ((*capped)[0].max_tokens, 4);
+  EXPECT_EQ(capped->max_tokens, 4);
   // Explicit max_tokens past the context, and prompts that fill it: out of range.
   GenerationParams big;
   big.max_tokens = 60;
-  auto over = make_choice_specs(big, std::vector<int32_t>(10, 1), 16, 64);
+  auto over = make_prompt_spec(big, std::vector<int32_t>(10, 1), 16, 64);
   ASSERT_FALSE(over.is_ok());
   EXPECT_EQ(over.status().code(), StatusCode::kOutOfRange);
-  EXPECT_FALSE(make_choice_specs(GenerationParams{}, std::vector<int32_t>(64, 1), 16, 64).is_ok());
+  EXPECT_FALSE(make_prompt_spec(GenerationParams{}, std::vector<int32_t>(64, 1), 16, 64).is_ok());
+  // n x max_tokens is capped per request.
+  GenerationParams wide;
+  wide.n = 128;
+  wide.max_tokens = static_cast<int32_t>(kMaxTokensPerRequest / 64);
+  auto too_wide = make_prompt_spec(wide, {1}, 16, 1 << 24);
+  ASSERT_FALSE(too_wide.is_ok());
+  EXPECT_NE(too_wide.status().message().find("n x max_tokens"), std::string::npos);
   // No seed: none invented.
-  auto unseeded = make_choice_specs(GenerationParams{}, {1}, 4, 64);
-  EXPECT_FALSE((*unseeded)[0].sampling.seed.has_value());
+  auto unseeded = make_prompt_spec(GenerationParams{}, {1}, 4, 64);
+  EXPECT_FALSE(unseeded->sampling.seed.has_value());
+}
+
+TEST(RequestParse, AmplificationCaps) {
+  struct Case {
+    json body;
+    const char* param;
+  };
+  const std::string long_stop(kMaxStopBytes + 1, 'x');
+  json many_stops = json::array();
+  for (int i = 0; i < 16; ++i) many_stops.push_back(std::string(kMaxStopBytes / 8, 'y'));
+  json many_ids = json::array();
+  for (int i = 0; i <= kMaxStopTokenIds; ++i) many_ids.push_back(i);
+  json many_bias = json::object();
+  for (int i = 0; i <= kMaxLogitBias; ++i) many_bias[std::to_string(i)] = 1;
+  const std::vector<Case> cases = {
+      {{{"prompt", "a"}, {"stop", long_stop}}, "stop"},
+      {{{"prompt", "a"}, {"stop", many_stops}}, "stop"},
+      {{{"prompt", "a"}, {"stop_token_ids", many_ids}}, "stop_token_ids"},
+      {{{"prompt", "a"}, {"logit_bias", many_bias}}, "logit_bias"},
+  };
+  for (const Case& c : cases) {
+    CompletionRequest r;
+    auto e = parse_completion_request(c.body, &r);
+    ASSERT_TRUE(e.has_value()) << c.param;
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, c.param);
+  }
+}
+
+TEST(JsonDepth, RefusesDeepNestingWithoutParsing) {
+  EXPECT_FALSE(check_json_depth("{\"a\": [[1], {\"b\": 2}]}").has_value());
+  const std::string ok = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_FALSE(check_json_depth(ok).has_value());
+  const std::string deep = std::string(65000, '[') + std::string(65000, ']');
+  auto e = check_json_depth(deep);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 400);
+  // Brackets inside strings (with escaped quotes) do not count.
+  const std::string in_string = "{\"s\": \"\\\"" + std::string(1000, '[') + "\"}";
+  EXPECT_FALSE(check_json_depth(in_string).has_value());
+  const std::string mixed = "{\"a\":" + std::string(40, '[') + "{\"b\":" + std::string(40, '[');
+  EXPECT_TRUE(check_json_depth(mixed).has_value());
 }
 
 }  // namespace
