@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "gguf/mapping_guard.h"
 
 namespace {
 
@@ -32,6 +33,7 @@ void usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pagoda::gguf::install_mapping_guard();  // a model file truncated under us: a clear message, not SIGBUS
   if (argc < 2) {
     std::fprintf(stderr, "pagoda: error: no command given\n\n");
     usage(stderr);

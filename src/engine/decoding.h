@@ -35,7 +35,8 @@ struct Choice {
 };
 
 struct Request {
-  RequestSpec spec;
+  RequestSpec spec;                                       // spec.stop is moved into `stops`
+  std::shared_ptr<const std::vector<std::string>> stops;  // shared by every choice's matcher
   std::vector<std::unique_ptr<Choice>> choices;
   RequestTiming timing;
   int32_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache

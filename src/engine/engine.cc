@@ -114,7 +114,7 @@ std::unique_ptr<Choice> Engine::make_choice(Request& req, int32_t index, const S
   if (sp.seed) sp.seed = *sp.seed + static_cast<uint64_t>(index);
   c->sampler = std::make_unique<Sampler>(sp, model_config().vocab_size);
   c->decoder = std::make_unique<StreamDecoder>(*tokenizer_);
-  c->stops = std::make_unique<StopStringMatcher>(req.spec.stop);
+  c->stops = std::make_unique<StopStringMatcher>(req.stops);  // one list for all choices
   return c;
 }
 
@@ -134,6 +134,7 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
       static_cast<int32_t>(std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;
+  req->stops = StopStringMatcher::share(std::move(spec.stop));
   req->spec = std::move(spec);
   req->choices.push_back(make_choice(*req, 0, base));
   req->strategy = make_decoding_strategy(*req, *this);

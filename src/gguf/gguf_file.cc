@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+#include "gguf/mapping_guard.h"
+
 namespace pagoda::gguf {
 namespace {
 
@@ -40,7 +42,9 @@ void GGUFFile::release_pages(const void* p, size_t n) const {
 }
 
 GGUFFile::~GGUFFile() {
-  if (map_ != nullptr) munmap(map_, map_size_);
+  if (map_ == nullptr) return;
+  unregister_mapping(map_);
+  munmap(map_, map_size_);
 }
 
 Result<std::unique_ptr<GGUFFile>> GGUFFile::parse(const uint8_t* data, size_t size) {
@@ -53,7 +57,9 @@ Result<std::unique_ptr<GGUFFile>> GGUFFile::parse(const uint8_t* data, size_t si
 }
 
 Result<std::unique_ptr<GGUFFile>> GGUFFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+  // below as not a regular file); no effect on regular files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return os_error("cannot open GGUF file", path, errno);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -63,7 +69,8 @@ Result<std::unique_ptr<GGUFFile>> GGUFFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return os_error("cannot read GGUF file", path, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
+    if (S_ISDIR(st.st_mode)) return os_error("cannot read GGUF file", path, EISDIR);
+    return invalid_argument("cannot read GGUF file '" + path + "': not a regular file (a FIFO, socket or device)");
   }
   const auto size = static_cast<size_t>(st.st_size);
   if (size == 0) {
@@ -79,6 +86,7 @@ Result<std::unique_ptr<GGUFFile>> GGUFFile::open(const std::string& path) {
   f->path_ = path;
   f->map_ = map;
   f->map_size_ = size;
+  register_mapping(map, size, path);
   f->data_ = static_cast<const uint8_t*>(map);
   f->size_ = size;
   Status parsed = f->parse_impl();

@@ -19,7 +19,7 @@ std::pair<std::string, bool> feed(StopStringMatcher& m, const std::vector<std::s
 }
 
 TEST(StopStrings, NoStopsPassesThrough) {
-  StopStringMatcher m({});
+  StopStringMatcher m(std::vector<std::string>{});
   EXPECT_EQ(feed(m, {"ab", "c"}).first, "abc");
 }
 
@@ -65,6 +65,22 @@ TEST(StopStrings, RandomSplitsAgreeWithWholeString) {
     ASSERT_EQ(got, want) << "text=" << text << " stop=" << stop;
     ASSERT_EQ(stopped, pos != std::string::npos);
   }
+}
+
+TEST(StopStrings, SharedListMatchesLikeOwnedOne) {
+  auto shared = StopStringMatcher::share({"", "END", "xy"});
+  ASSERT_EQ(shared->size(), 2u);  // empty strings dropped
+  StopStringMatcher a(shared), b(shared);
+  bool stopped = false;
+  EXPECT_EQ(a.push("abcE", &stopped), "abc");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(a.push("ND tail", &stopped), "");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(b.push("1x", &stopped), "1");  // b's state is its own
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(b.push("y", &stopped), "");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(shared.use_count(), 3);
 }
 
 }  // namespace
