@@ -476,7 +476,7 @@ ServerCore::Flush ServerCore::flush(Connection* c) {
     // for a short while (bounded in time and bytes), then close.
     ::shutdown(c->fd, SHUT_WR);
     c->state = Connection::State::kLingering;
-    c->linger_budget = 64u << 20;
+    c->linger_budget = 8u << 20;
     c->deadline = Clock::now() + std::chrono::seconds(2);
     epoll_set(c, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_MOD);
     return Flush::kClosed;
