@@ -1,5 +1,6 @@
 // `pagoda serve`: the OpenAI-compatible HTTP server (src/server/) over the
 // engine thread. SIGINT/SIGTERM stop accepting, abort what runs, exit 0.
+#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -104,6 +105,12 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Request bodies of several MB (and their parsed copies) must not ratchet
+  // the resident size up: glibc raises its mmap threshold after each large
+  // free, and a thread arena's top is never trimmed by malloc_trim. A fixed
+  // threshold keeps blocks of 4 MiB and more in their own mappings (returned
+  // on free) and the trim threshold at its 128 KiB default.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
 
   EngineConfig cfg;
   cfg.num_threads = threads;

@@ -28,6 +28,8 @@ namespace pagoda::http {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr size_t kLargeBody = 1 << 20;
+
 const char* reason_phrase(int status) {
   switch (status) {
     case 100: return "Continue";
@@ -506,8 +508,16 @@ void ServerCore::take_returned() {
     std::lock_guard<std::mutex> lock(mu_);
     back.swap(returned_);
   }
+  bool large = false;
   for (Connection* c : back) {
     --busy_;
+    if (c->body_bytes >= kLargeBody) {
+      large = true;
+      if (c->in_off == c->in.size()) {
+        std::string().swap(c->in);  // drop the buffer the body was read into
+        c->in_off = 0;
+      }
+    }
     c->state = Connection::State::kReading;  // registered again below, or closed
     if (c->close_after_write || c->broken || stopping_) {
       c->state = Connection::State::kBusy;  // not in epoll
@@ -518,6 +528,10 @@ void ServerCore::take_returned() {
     c->deadline = Clock::now() + std::chrono::milliseconds(opt_.idle_timeout_ms);
     resume(c);
   }
+  // A large body, its parsed copies and buffers were freed into malloc's
+  // arenas, which keep them (and raise the mmap threshold): give the pages
+  // back, so a few big requests do not ratchet the resident size up.
+  if (large) ::malloc_trim(0);
 }
 
 void ServerCore::check_deadlines(Clock::time_point now) {
@@ -595,10 +609,7 @@ void ServerCore::worker_loop() {
       if (r.streaming_ && !r.ended_) c->broken = true;  // an unfinished stream cannot be reused
     }
     c->close_after_write = !r.keep_alive_;
-    const bool large = job.req.body.size() >= (1u << 20);
     job.req = Request{};
-    // Large bodies leave freed memory in malloc's arenas: give it back.
-    if (large) ::malloc_trim(0);
     {
       std::lock_guard<std::mutex> lock(mu_);
       returned_.push_back(c);

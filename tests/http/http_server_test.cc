@@ -1,7 +1,5 @@
 // The HTTP layer in process, over real loopback sockets: pipelining, slow
 // clients, deadlines, connection caps, limits, disconnects and shutdown.
-#include "http/server.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "http/server.h"
 
 namespace pagoda::http {
 namespace {
@@ -135,7 +135,8 @@ TEST(HttpServer, PipelinedRequestsAnsweredInOrder) {
                        "POST /two HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
                        "GET /three HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   bool eof = false;
-  const std::string got = read_until(fd, [](const std::string&) { return false; }, 5000, &eof);
+  const std::string got = read_until(
+      fd, [](const std::string&) { return false; }, 5000, &eof);
   EXPECT_TRUE(eof);  // closed after the third (Connection: close)
   EXPECT_EQ(count(got, "HTTP/1.1 200"), 3u) << got;
   const size_t a = got.find("/one|"), b = got.find("/two|abc"), c = got.find("/three|");
@@ -163,8 +164,8 @@ TEST(HttpServer, SlowClientsHoldNoWorker) {
     const auto t = Clock::now();
     const int fd = connect_to(s.port());
     ASSERT_TRUE(send_all(fd, "GET /control HTTP/1.1\r\nHost: x\r\n\r\n"));
-    const std::string got =
-        read_until(fd, [](const std::string& b) { return b.find("/control|") != std::string::npos; }, 5000);
+    const std::string got = read_until(
+        fd, [](const std::string& b) { return b.find("/control|") != std::string::npos; }, 5000);
     EXPECT_NE(got.find("200"), std::string::npos);
     worst = std::max(worst, seconds_since(t));
     ::close(fd);
@@ -186,7 +187,8 @@ TEST(HttpServer, WholeRequestDeadline) {
   send_all(fd, "GET /drip HTTP/1.1\r\n");
   while (seconds_since(t) < 3 && !eof) {
     send_all(fd, "X");
-    got += read_until(fd, [](const std::string& b) { return !b.empty(); }, 50, &eof);
+    got += read_until(
+        fd, [](const std::string& b) { return !b.empty(); }, 50, &eof);
   }
   EXPECT_LT(seconds_since(t), 1.5);
   EXPECT_NE(got.find("408"), std::string::npos) << got;
@@ -202,18 +204,23 @@ TEST(HttpServer, ConnectionCaps) {
   std::vector<int> fds;
   for (int i = 0; i < 3; ++i) fds.push_back(connect_to(s.port()));
   const int extra = connect_to(s.port());
-  const std::string refused = read_until(extra, [](const std::string&) { return false; }, 2000);
+  const std::string refused = read_until(
+      extra, [](const std::string&) { return false; }, 2000);
   EXPECT_NE(refused.find("429"), std::string::npos) << refused;
   ::close(extra);
   // Another address (127.0.0.2 is loopback too) is still served...
   for (int i = 0; i < 2; ++i) fds.push_back(connect_to(s.port(), "127.0.0.2"));
   ASSERT_TRUE(send_all(fds.back(), "GET /other HTTP/1.1\r\nHost: x\r\n\r\n"));
-  EXPECT_NE(read_until(fds.back(), [](const std::string& b) { return b.find("/other|") != std::string::npos; }, 2000)
+  EXPECT_NE(read_until(
+                fds.back(), [](const std::string& b) { return b.find("/other|") != std::string::npos; }, 2000)
                 .find("200"),
             std::string::npos);
   // ...until the total cap.
   const int over = connect_to(s.port(), "127.0.0.3");
-  EXPECT_NE(read_until(over, [](const std::string&) { return false; }, 2000).find("503"), std::string::npos);
+  EXPECT_NE(read_until(
+                over, [](const std::string&) { return false; }, 2000)
+                .find("503"),
+            std::string::npos);
   ::close(over);
   for (int f : fds) ::close(f);
   EXPECT_GE(s.server().stats().refused_connections, 2);
@@ -232,9 +239,11 @@ TEST(HttpServer, ChunkedBodyLimitEnforcedWhileReading) {
   for (int i = 0; i < 16384 && got.empty(); ++i) {
     if (!send_all(fd, chunk)) break;
     sent += 0x10000;
-    got = read_until(fd, [](const std::string& b) { return !b.empty(); }, 1);
+    got = read_until(
+        fd, [](const std::string& b) { return !b.empty(); }, 1);
   }
-  got += read_until(fd, [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; }, 3000);
+  got += read_until(
+      fd, [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; }, 3000);
   EXPECT_NE(got.find("413"), std::string::npos) << got.substr(0, 200);
   EXPECT_LT(sent, static_cast<size_t>(32) << 20);  // refused long before 1 GiB
   ::close(fd);
@@ -244,16 +253,18 @@ TEST(HttpServer, ExpectContinueAndHead) {
   TestHttpServer s({}, echo_path());
   const int fd = connect_to(s.port());
   ASSERT_TRUE(send_all(fd, "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
-  const std::string cont = read_until(fd, [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; },
-                                      2000);
+  const std::string cont = read_until(
+      fd, [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; }, 2000);
   EXPECT_EQ(cont.rfind("HTTP/1.1 100 Continue", 0), 0u) << cont;
   ASSERT_TRUE(send_all(fd, "hi"));
-  EXPECT_NE(read_until(fd, [](const std::string& b) { return b.find("/e|hi") != std::string::npos; }, 2000)
+  EXPECT_NE(read_until(
+                fd, [](const std::string& b) { return b.find("/e|hi") != std::string::npos; }, 2000)
                 .find("/e|hi"),
             std::string::npos);
   ASSERT_TRUE(send_all(fd, "HEAD /h HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   bool eof = false;
-  const std::string head = read_until(fd, [](const std::string&) { return false; }, 2000, &eof);
+  const std::string head = read_until(
+      fd, [](const std::string&) { return false; }, 2000, &eof);
   EXPECT_NE(head.find("Content-Length: 3"), std::string::npos) << head;  // "/h|"
   EXPECT_EQ(head.find("/h|"), std::string::npos);
   ::close(fd);
@@ -327,11 +338,13 @@ TEST(HttpServer, QuickRoutesRunOnTheLoopWhileWorkersAreBusy) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const int fd = connect_to(s.port());
   ASSERT_TRUE(send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
-  EXPECT_NE(read_until(fd, [](const std::string& b) { return b.find("/health") != std::string::npos; }, 1000)
+  EXPECT_NE(read_until(
+                fd, [](const std::string& b) { return b.find("/health") != std::string::npos; }, 1000)
                 .find("/health"),
             std::string::npos);
   release = true;
-  EXPECT_NE(read_until(busy, [](const std::string& b) { return b.find("/block") != std::string::npos; }, 2000)
+  EXPECT_NE(read_until(
+                busy, [](const std::string& b) { return b.find("/block") != std::string::npos; }, 2000)
                 .find("/block"),
             std::string::npos);
   ::close(fd);
