@@ -14,3 +14,4 @@ fi
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 tests/fuzz/run_gguf_fuzz.sh 30
 tests/fuzz/run_request_parse_fuzz.sh 30
+tests/fuzz/run_http_request_fuzz.sh 30

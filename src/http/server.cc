@@ -57,6 +57,7 @@ const char* reason_phrase(int status) {
 
 struct Connection {
   int fd = -1;
+  uint32_t gen = 0;  // tells a reused descriptor's events from stale ones
   std::string addr;
   std::string in;  // received bytes; [in_off, end) not yet parsed
   size_t in_off = 0;
@@ -145,6 +146,9 @@ class ServerCore {
   std::unordered_map<int, std::unique_ptr<Connection>> conns_;
   std::unordered_map<std::string, int> per_addr_;
   int busy_ = 0;
+  uint32_t next_gen_ = 0;
+  bool accept_paused_ = false;
+  Clock::time_point accept_paused_until_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -232,18 +236,29 @@ int ms_until(Clock::time_point t, Clock::time_point now) {
 }
 
 // Many idle connections need many descriptors: raise the soft limit.
-void raise_fd_limit() {
+// Returns the soft limit after raising it.
+int64_t raise_fd_limit() {
   rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
+  if (r.rlim_cur < r.rlim_max) {
     r.rlim_cur = r.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &r);
+    ::getrlimit(RLIMIT_NOFILE, &r);
   }
+  return r.rlim_cur == RLIM_INFINITY ? (int64_t{1} << 30) : static_cast<int64_t>(r.rlim_cur);
 }
 
 }  // namespace
 
 Result<int> ServerCore::bind() {
-  raise_fd_limit();
+  // Keep descriptors for the model, logs and the listener itself.
+  const int64_t fds = raise_fd_limit();
+  const int64_t cap = std::max<int64_t>(16, std::min<int64_t>(opt_.max_connections, fds - 64));
+  if (cap < opt_.max_connections) {
+    // Fewer descriptors than asked for: one address may still take at most half.
+    opt_.max_connections = static_cast<int>(cap);
+    opt_.max_connections_per_client = std::min(opt_.max_connections_per_client, std::max(1, opt_.max_connections / 2));
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -290,7 +305,7 @@ Result<int> ServerCore::bind() {
 void ServerCore::epoll_set(Connection* c, uint32_t events, int op) {
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = c->fd;
+  ev.data.u64 = (static_cast<uint64_t>(c->gen) << 32) | static_cast<uint32_t>(c->fd);
   ::epoll_ctl(epoll_fd_, op, c->fd, &ev);
 }
 
@@ -309,7 +324,16 @@ void ServerCore::accept_all() {
     sockaddr_storage a{};
     socklen_t len = sizeof(a);
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors: try again on the next event
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: stop watching the listener for a moment
+        // (level-triggered, it would wake the loop in a busy spin).
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+        accept_paused_ = true;
+      }
+      return;
+    }
     std::string addr = peer_address(a);
     if (static_cast<int>(conns_.size()) >= opt_.max_connections) {
       ++refused_;
@@ -327,6 +351,8 @@ void ServerCore::accept_all() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     auto c = std::make_unique<Connection>();
     c->fd = fd;
+    c->gen = ++next_gen_;
+    if (c->gen == 0) c->gen = ++next_gen_;
     c->addr = std::move(addr);
     c->parser = RequestParser(opt_.limits);
     c->deadline = Clock::now() + std::chrono::milliseconds(opt_.request_timeout_ms);
@@ -543,8 +569,11 @@ void ServerCore::check_deadlines(Clock::time_point now) {
       ++timed_out_;
       c->out.clear();
       c->out_off = 0;
-      queue_reply(c, error_page_(408, "the request was not received in time"), true);
-      if (conns_.count(c->fd) && c->state == Connection::State::kWriting) close_conn(c);  // no second chance
+      const int fd = c->fd;
+      queue_reply(c, error_page_(408, "the request was not received in time"), true);  // may close c
+      auto it = conns_.find(fd);
+      if (it != conns_.end() && it->second->state == Connection::State::kWriting)
+        close_conn(it->second.get());  // no second chance for a client that does not read either
     } else {
       close_conn(c);
     }
@@ -650,19 +679,21 @@ bool ServerCore::run() {
     const int n = ::epoll_wait(epoll_fd_, events, 256, 100);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
+      const uint64_t key = events[i].data.u64;
+      const auto gen = static_cast<uint32_t>(key >> 32);
+      const auto fd = static_cast<int>(static_cast<uint32_t>(key));
+      if (gen == 0 && fd == listen_fd_) {
         accept_all();
         continue;
       }
-      if (fd == wake_fd_) {
+      if (gen == 0 && fd == wake_fd_) {
         uint64_t v;
         while (::read(wake_fd_, &v, sizeof(v)) > 0) {
         }
         continue;
       }
       auto it = conns_.find(fd);
-      if (it == conns_.end()) continue;
+      if (it == conns_.end() || it->second->gen != gen) continue;  // closed, or the descriptor was reused
       Connection* c = it->second.get();
       if (c->state == Connection::State::kReading) {
         on_readable(c);
@@ -678,6 +709,13 @@ bool ServerCore::run() {
     }
     take_returned();
     check_deadlines(Clock::now());
+    if (accept_paused_ && listen_fd_ >= 0 && Clock::now() >= accept_paused_until_) {
+      accept_paused_ = false;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

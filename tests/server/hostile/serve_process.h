@@ -37,7 +37,9 @@ class ServeProcess {
   ServeProcess(const std::string& model, const std::vector<std::string>& extra, bool expect_listen = true) {
     int err_pipe[2];
     EXPECT_EQ(::pipe(err_pipe), 0);
-    std::vector<std::string> args = {PAGODA_BINARY, "serve", "-m", model, "--port", "0", "-t", "1"};
+    // PAGODA_SERVE_BINARY: run the suite against another build (e.g. an older one).
+    const char* bin = std::getenv("PAGODA_SERVE_BINARY");
+    std::vector<std::string> args = {bin ? bin : PAGODA_BINARY, "serve", "-m", model, "--port", "0", "-t", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ == 0) {
