@@ -152,9 +152,24 @@ bool RequestParser::parse_request_line(std::string_view line) {
   }
   req_.method = std::string(method);
   req_.target = std::string(target);
-  const size_t q = target.find('?');
-  req_.path = std::string(target.substr(0, q));
-  req_.query = q == std::string_view::npos ? "" : std::string(target.substr(q + 1));
+  // origin-form "/path?query"; absolute-form "http://host/path?query" (its
+  // path is used); "*" only for OPTIONS. Anything else is not a target.
+  std::string_view origin = target;
+  if (origin.substr(0, 7) == "http://" || origin.substr(0, 8) == "https://") {
+    const size_t slash = origin.find('/', origin.find("//") + 2);
+    origin = slash == std::string_view::npos ? std::string_view("/") : origin.substr(slash);
+  }
+  if (origin == "*" && method == "OPTIONS") {
+    req_.path = "*";
+    return true;
+  }
+  if (origin.front() != '/') {
+    fail(400, "the request target must be an absolute path (origin-form)");
+    return false;
+  }
+  const size_t q = origin.find('?');
+  req_.path = std::string(origin.substr(0, q));
+  req_.query = q == std::string_view::npos ? "" : std::string(origin.substr(q + 1));
   return true;
 }
 

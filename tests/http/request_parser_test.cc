@@ -112,6 +112,9 @@ TEST(RequestParser, FramingAttacksAreRefused) {
       {"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", 400},
       {"GET / HTTP/2.0\r\n\r\n", 505},
       {"GET /  HTTP/1.1\r\n\r\n", 400},
+      {"GET ?x HTTP/1.1\r\n\r\n", 400},
+      {"GET health HTTP/1.1\r\n\r\n", 400},
+      {"GET * HTTP/1.1\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nExpect: magic\r\n\r\n", 417},
       {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", 400},
   };
@@ -159,6 +162,12 @@ TEST(RequestParser, ConnectionSemantics) {
   EXPECT_TRUE(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").req.keep_alive);
   EXPECT_FALSE(parse("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n").req.keep_alive);
   EXPECT_TRUE(parse("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx").req.expect_continue);
+  // Absolute-form targets use their path.
+  auto abs = parse("GET http://example.com:8080/v1/models?a=b HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(abs.state, RequestParser::State::kDone);
+  EXPECT_EQ(abs.req.path, "/v1/models");
+  EXPECT_EQ(abs.req.query, "a=b");
+  EXPECT_EQ(parse("OPTIONS * HTTP/1.1\r\n\r\n").req.path, "*");
   // Bare LF line ends and leading empty lines are tolerated.
   auto lf = parse("\r\n\nGET /lf HTTP/1.1\nHost: a\n\n");
   ASSERT_EQ(lf.state, RequestParser::State::kDone);
