@@ -17,9 +17,16 @@ import threading
 import time
 
 
-def control(host, port, path, body):
+def control(host, port, path, body, timeout_s):
     t = time.perf_counter()
-    s = socket.create_connection((host, port), timeout=30)
+    try:
+        return _control(host, port, path, body, timeout_s, t)
+    except OSError:  # timed out, refused or reset: a failed control request
+        return (time.perf_counter() - t) * 1000, False
+
+
+def _control(host, port, path, body, timeout_s, t):
+    s = socket.create_connection((host, port), timeout=timeout_s)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if body is None:
         req = f"GET {path} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n"
@@ -46,6 +53,7 @@ def main():
     ap.add_argument("--idle", type=int, default=300)
     ap.add_argument("--drip-ms", type=int, default=1000)
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--timeout-s", type=float, default=30)
     ap.add_argument("--json")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -74,7 +82,7 @@ def main():
     body = json.dumps({"prompt": "hello", "max_tokens": 4})
     for i in range(a.n):
         ms, ok = control(a.host, a.port, "/v1/completions" if i % 4 == 3 else "/health",
-                         body if i % 4 == 3 else None)
+                         body if i % 4 == 3 else None, a.timeout_s)
         lat.append(ms)
         failed += not ok
         time.sleep(0.02)
