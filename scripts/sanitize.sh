@@ -4,9 +4,9 @@
 # so ctest and this script fail; the output ends with ctest's summary.
 #   scripts/sanitize.sh address   ASan+UBSan (build-asan): every ctest test
 #                                 but the node client tests
-#   scripts/sanitize.sh thread    TSan (build-tsan): the thread pool, engine
-#                                 and server tests (tests/core, tests/engine,
-#                                 tests/server)
+#   scripts/sanitize.sh thread    TSan (build-tsan): the thread pool, engine,
+#                                 HTTP and server tests (tests/core,
+#                                 tests/engine, tests/http, tests/server)
 # Extra arguments go to ctest (e.g. -R ThreadPool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +24,8 @@ case "$kind" in
     ;;
   thread)
     dir=build-tsan
-    targets=(core_test engine_test server_test)
-    select=(-L '^(core|engine|server)$')
+    targets=(core_test engine_test http_test server_test)
+    select=(-L '^(core|engine|http|server)$')
     # tsan.supp: races TSan invents inside the uninstrumented libcpp-httplib.
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     ;;
