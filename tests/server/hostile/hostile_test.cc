@@ -51,16 +51,23 @@ TEST(Hostile, DeepNestingOnEveryRouteIsA400) {
 }
 
 TEST(Hostile, SlowlorisAndIdleFloodsDoNotStarveOthers) {
-  raise_fd_limit();
+  // 200 slow + 300 idle connections; fewer where the descriptor limit is low
+  // (the server keeps a margin below it and caps one address at half).
+  const int64_t fds = raise_fd_limit();
+  const double f = std::min(1.0, static_cast<double>(fds - 200) / 1100.0);
+  ASSERT_GT(f, 0.05) << "descriptor limit " << fds << " too low for this test";
+  const int num_slow = static_cast<int>(200 * f), num_idle = static_cast<int>(300 * f);
+  RecordProperty("slow_connections", std::to_string(num_slow));
+  RecordProperty("idle_connections", std::to_string(num_idle));
   ServeProcess srv(model(), {});
   std::vector<int> slow, idle;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < num_slow; ++i) {
     const int fd = connect_to(srv.port());
     ASSERT_GE(fd, 0);
     send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: t\r\n");
     slow.push_back(fd);
   }
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < num_idle; ++i) {
     const int fd = connect_to(srv.port());
     ASSERT_GE(fd, 0);
     idle.push_back(fd);
@@ -71,8 +78,9 @@ TEST(Hostile, SlowlorisAndIdleFloodsDoNotStarveOthers) {
   for (int i = 0; i < 40; ++i) {
     for (int fd : slow) send_all(fd, "X");
     const auto t = Clock::now();
-    const Reply r = i % 4 == 3 ? request(srv.port(), "POST", "/v1/completions", completion, "", 5000)
-                               : request(srv.port(), "GET", i % 2 ? "/health" : "/metrics", "", "", 5000);
+    // From another loopback address: the attackers' per-address cap is not the controls'.
+    const Reply r = i % 4 == 3 ? request(srv.port(), "POST", "/v1/completions", completion, "", 5000, "127.0.0.2")
+                               : request(srv.port(), "GET", i % 2 ? "/health" : "/metrics", "", "", 5000, "127.0.0.2");
     latencies.push_back(seconds_since(t));
     EXPECT_EQ(r.status, 200) << i;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -81,7 +89,7 @@ TEST(Hostile, SlowlorisAndIdleFloodsDoNotStarveOthers) {
   const double p99 = latencies[latencies.size() * 99 / 100];
   RecordProperty("control_p99_ms", std::to_string(static_cast<int>(p99 * 1000)));
   EXPECT_LT(p99, 1.0 * kTimeScale);
-  EXPECT_GE(metric(srv.port(), "http_open_connections"), 500);
+  EXPECT_GE(metric(srv.port(), "http_open_connections"), num_slow + num_idle);
   for (int fd : slow) ::close(fd);
   for (int fd : idle) ::close(fd);
 }

@@ -194,9 +194,9 @@ struct Reply {
 
 // One request on a fresh connection (Connection: close).
 inline Reply request(int port, const std::string& method, const std::string& path, const std::string& body = "",
-                     const std::string& extra_headers = "", int timeout_ms = 30000) {
+                     const std::string& extra_headers = "", int timeout_ms = 30000, const char* from = nullptr) {
   Reply r;
-  const int fd = connect_to(port);
+  const int fd = connect_to(port, from);
   if (fd < 0) return r;
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + extra_headers;
   if (!body.empty() || method == "POST")
@@ -225,12 +225,15 @@ inline double metric(int port, const std::string& name, const std::string& label
   return -1;
 }
 
-inline void raise_fd_limit() {
+// Raises the soft descriptor limit to the hard one (children inherit it); returns it.
+inline int64_t raise_fd_limit() {
   rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
+  if (r.rlim_cur < r.rlim_max) {
     r.rlim_cur = r.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &r);
   }
+  return r.rlim_cur == RLIM_INFINITY ? (int64_t{1} << 20) : static_cast<int64_t>(r.rlim_cur);
 }
 
 }  // namespace pagoda::hostile
