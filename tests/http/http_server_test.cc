@@ -15,9 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "http/server.h"
-
 #include "../build_kind.h"
+#include "http/server.h"
 
 namespace pagoda::http {
 namespace {
