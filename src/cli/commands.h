@@ -10,6 +10,7 @@ int cmd_make_model(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
 int cmd_spec(int argc, char** argv);
 // `pagoda bench serve` (argv[0] is "serve").
 int bench_serve(int argc, char** argv);

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"make-model", pagoda::cli::cmd_make_model, "write a random-weight GGUF model"},
     {"serve", pagoda::cli::cmd_serve, "OpenAI-compatible HTTP server"},
     {"perplexity", pagoda::cli::cmd_perplexity, "perplexity of a text file (llama.cpp method)"},
+    {"logits", pagoda::cli::cmd_logits, "logits of every position of token ids (raw float32)"},
     {"spec", pagoda::cli::cmd_spec, "speculative decoding tools: build-datastore"},
     {"bench", pagoda::cli::cmd_bench, "benchmarks: model (pp/tg tokens/s), throughput (offline serving)"},
 };

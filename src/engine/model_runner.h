@@ -57,6 +57,8 @@ class ModelRunner {
   const ModelConfig& config() const { return model_->config(); }
   const LlamaModel& model() const { return *model_; }
   int32_t num_threads() const { return pool_->num_threads(); }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
 
  private:
   ModelRunner() = default;

@@ -91,6 +91,10 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
+    if (cfg.has_qk_norm) {
+      PAGODA_RETURN_IF_ERROR(vector(p + "attn_q_norm.weight", cfg.head_dim, &l.q_norm, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "attn_k_norm.weight", cfg.head_dim, &l.k_norm, true));
+    }
   }
   return m;
 }
@@ -158,6 +162,12 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       if (l.bq) kernels::add_inplace(q, l.bq, c.q_dim());
       if (l.bk) kernels::add_inplace(k, l.bk, c.kv_dim());
       if (l.bv) kernels::add_inplace(v, l.bv, c.kv_dim());
+      if (l.q_norm)
+        for (int32_t h = 0; h < c.num_heads; ++h)
+          kernels::rms_norm(q + h * c.head_dim, l.q_norm, q + h * c.head_dim, c.head_dim, c.rms_eps);
+      if (l.k_norm)
+        for (int32_t h = 0; h < c.num_kv_heads; ++h)
+          kernels::rms_norm(k + h * c.head_dim, l.k_norm, k + h * c.head_dim, c.head_dim, c.rms_eps);
       kernels::rope(q, c.num_heads, c.head_dim, batch.positions[t], rp);
       kernels::rope(k, c.num_kv_heads, c.head_dim, batch.positions[t], rp);
       kv.write(il, batch.slots[t], k, v);  // distinct slots: safe in parallel

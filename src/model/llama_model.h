@@ -45,6 +45,8 @@ class LlamaModel {
     const float* bq = nullptr;
     const float* bk = nullptr;
     const float* bv = nullptr;
+    const float* q_norm = nullptr;  // [head_dim], qk-norm architectures
+    const float* k_norm = nullptr;
   };
   struct Workspace {
     int64_t capacity = 0;

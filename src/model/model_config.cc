@@ -17,6 +17,20 @@ Status require_int(const gguf::GGUFFile& f, const std::string& key, int32_t* out
   return Status::ok();
 }
 
+// What differs between the supported architectures (llama.cpp's names).
+struct ArchTraits {
+  const char* name;
+  kernels::RopeStyle rope_style;
+  bool qkv_bias;
+  bool qk_norm;
+  float default_rms_eps;
+};
+constexpr ArchTraits kArchs[] = {
+    {"llama", kernels::RopeStyle::kInterleaved, false, false, 1e-5f},
+    {"qwen2", kernels::RopeStyle::kHalfSplit, true, false, 1e-6f},
+    {"qwen3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f},
+};
+
 }  // namespace
 
 Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
@@ -24,8 +38,13 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   auto arch = f.get_string("general.architecture");
   if (!arch) return invalid_argument("not a model file: no 'general.architecture' (a vocabulary-only GGUF?)");
   c.arch = *arch;
-  if (c.arch != "llama" && c.arch != "qwen2")
-    return unimplemented("unsupported architecture '" + c.arch + "' (supported: llama, qwen2)");
+  const ArchTraits* traits = nullptr;
+  std::string supported;
+  for (const ArchTraits& t : kArchs) {
+    if (c.arch == t.name) traits = &t;
+    supported += std::string(supported.empty() ? "" : ", ") + t.name;
+  }
+  if (!traits) return unimplemented("unsupported architecture '" + c.arch + "' (supported: " + supported + ")");
   c.name = f.get_string("general.name").value_or(c.arch);
   const std::string p = c.arch + ".";
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.hidden_size));
@@ -44,7 +63,6 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "rope.dimension_count", &c.rope_dim, false));
   if (c.rope_dim > c.head_dim || c.rope_dim % 2)
     return invalid_argument("rope.dimension_count must be even and <= head dim");
-  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
   if (auto base = f.get_float(p + "rope.freq_base")) c.rope_freq_base = static_cast<float>(*base);
   if (auto type = f.get_string(p + "rope.scaling.type")) {
     if (*type == "linear") {
@@ -56,11 +74,10 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   }
   if (auto scale = f.get_float(p + "rope.scale_linear"); scale && *scale > 0)
     c.rope_freq_scale = static_cast<float>(1.0 / *scale);
-  if (c.arch == "qwen2") {
-    c.rope_style = kernels::RopeStyle::kHalfSplit;
-    c.has_qkv_bias = true;
-    c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-6));
-  }
+  c.rope_style = traits->rope_style;
+  c.has_qkv_bias = traits->qkv_bias;
+  c.has_qk_norm = traits->qk_norm;
+  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(traits->default_rms_eps));
   const auto* tok = f.tensor("token_embd.weight");
   if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");
   c.vocab_size = static_cast<int32_t>(tok->dims[1]);

@@ -26,6 +26,7 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   bool has_qkv_bias = false;
+  bool has_qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3)
 
   int32_t q_dim() const { return num_heads * head_dim; }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }

@@ -183,4 +183,21 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Cli, LogitsWritesEveryPositionAsFloat32) {
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("pagoda_logits_" + std::to_string(::getpid()))).string();
+  auto r = run("logits -m " + model + " --ids '4090 10,20 30' -o " + out + " -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(out), 4u * 4096u * sizeof(float));  // 4 tokens x the 4096-token vocabulary
+  std::filesystem::remove(out);
+  r = run("logits -m " + model + " --ids '1 two' -o " + out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'two' is not a token id"), std::string::npos) << r.err;
+  r = run("logits -m " + model + " --ids '1 99999' -o " + out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 }  // namespace
