@@ -1,5 +1,6 @@
 // Reading the real GGUF files in the shared folder, and open() errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -65,6 +66,27 @@ TEST(GGUFRealFiles, VocabFiles) {
     EXPECT_GT(tokens->size(), 1000u);
   }
   EXPECT_GE(num_files, 5);
+}
+
+// The bundled models name their pre-tokenizer as llama.cpp does ("gpt-2";
+// llama.cpp refuses "gpt2"), so llama.cpp loads them too.
+TEST(GGUFRealFiles, BundledModelsUseLlamaCppsPreTokenizerName) {
+  for (const char* name : {"pagoda-small.gguf", "pagoda-small-draft.gguf"}) {
+    auto f = GGUFFile::open(std::string(PAGODA_SOURCE_DIR) + "/models/" + name);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    EXPECT_EQ((*f)->get_string("tokenizer.ggml.pre").value_or(""), "gpt-2") << name;
+  }
+}
+
+// A FIFO is refused at once (opening it must not wait for a writer).
+TEST(GGUFRealFiles, FifoIsRefusedWithoutBlocking) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("pagoda_fifo_" + std::to_string(::getpid()) + ".gguf")).string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto f = GGUFFile::open(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(f.is_ok());
+  EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos) << f.status().message();
 }
 
 TEST(GGUFRealFiles, MissingFile) {

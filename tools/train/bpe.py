@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Byte-level BPE (GPT-2 style) trained on the corpus.
 
-Pre-tokenizer: the GPT-2 regex (tokenizer.ggml.pre = "gpt2").  Token strings
+Pre-tokenizer: the GPT-2 regex (tokenizer.ggml.pre = "gpt-2", as llama.cpp names it).  Token strings
 use GPT-2's byte-to-unicode mapping, so the GGUF vocabulary is exactly what
 llama.cpp-style "gpt2" tokenizers expect.  Vocabulary layout:
   ids 0..255      single bytes, in byte order

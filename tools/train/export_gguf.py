@@ -107,7 +107,7 @@ def export(ckpt_path, tok_path, out_path, name, f16=False):
             float(cfg["norm_eps"])),
         _kv("llama.vocab_size", T_U32, cfg["n_vocab"]),
         _kv("tokenizer.ggml.model", T_STR, "gpt2"),
-        _kv("tokenizer.ggml.pre", T_STR, "gpt2"),
+        _kv("tokenizer.ggml.pre", T_STR, "gpt-2"),  # llama.cpp's name for the GPT-2 regex
         _kv("tokenizer.ggml.tokens", T_ARR, toks, T_STR),
         _kv("tokenizer.ggml.token_type", T_ARR, types, T_I32),
         _kv("tokenizer.ggml.merges", T_ARR, merges, T_STR),
