@@ -35,11 +35,12 @@ struct Case {
   std::vector<int32_t> q_pos;
   float q_gain = 1.0f;  // > 1 makes scores large and the softmax peaky
   bool f16 = false;     // cache holds IEEE half (the reference reads the same halves)
+  int32_t window = 0;   // sliding window (0: none)
   std::string describe() const {
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s", head_dim,
-                  n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0], q_gain,
-                  f16 ? " f16" : "");
+    char buf[220];
+    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s window=%d",
+                  head_dim, n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0],
+                  q_gain, f16 ? " f16" : "", window);
     return buf;
   }
 };
@@ -108,7 +109,7 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   std::vector<float> want(n_q * out_stride, kSentinel);
   ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q, c.n_heads, scale,
-                       want.data(), out_stride, kv_begin, kv_end);
+                       want.data(), out_stride, kv_begin, kv_end, c.window);
   float max_want = 0;
   for (float w : want) {
     if (w != kSentinel) max_want = std::max(max_want, std::fabs(w));
@@ -123,7 +124,7 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
     scratch.back() = canary;
     std::vector<float> got(n_q * out_stride, kSentinel);
     paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q, c.n_heads, scale,
-                    got.data(), out_stride, kv_begin, kv_end, scratch.data());
+                    got.data(), out_stride, kv_begin, kv_end, scratch.data(), c.window);
     if (scratch.back() != canary) {
       ADD_FAILURE() << "kernel wrote past its scratch";
       return INFINITY;
@@ -285,6 +286,47 @@ TEST_F(PagedAttention, RandomShapesMatchReference) {
     c.f16 = rng() % 2;
     check_case(c, seed + 1 + t);
   }
+}
+
+TEST_F(PagedAttention, SlidingWindowMatchesReference) {
+  const uint32_t seed = 9500;
+  std::printf("[ seed ] %u\n", seed);
+  std::mt19937 rng(seed);
+  for (int t = 0; t < 40; ++t) {
+    const int32_t hd = 1 + static_cast<int32_t>(rng() % 130);
+    const int32_t kv_heads = 1 + static_cast<int32_t>(rng() % 3);
+    const int32_t group = 1 + static_cast<int32_t>(rng() % 6);
+    const int32_t bs = 1 + static_cast<int32_t>(rng() % 20);
+    const int32_t kv_len = 1 + static_cast<int32_t>(rng() % 300);  // past several key tiles
+    std::vector<int32_t> pos;
+    if (rng() % 2) {
+      pos = range(static_cast<int32_t>(rng() % kv_len), kv_len);
+    } else {
+      pos.resize(1 + rng() % 12);
+      for (int32_t& p : pos) p = static_cast<int32_t>(rng() % kv_len);
+    }
+    Case c{hd, group * kv_heads, kv_heads, bs, kv_len, pos};
+    c.f16 = rng() % 2;
+    c.window = 1 + static_cast<int32_t>(rng() % (kv_len + 8));  // 1 (only itself) .. wider than the context
+    check_case(c, seed + 1 + t);
+  }
+}
+
+TEST_F(PagedAttention, WindowOfOneIsTheValueItself) {
+  // A window of one: each query sees only its own key, so the output is that value.
+  Case c{16, 4, 2, 4, 70, range(0, 70)};
+  c.window = 1;
+  std::mt19937 rng(9600);
+  Fixture f(c, rng);
+  std::vector<float> q(70 * 4 * 16, 0.3f), got(q.size());
+  std::vector<float> scratch(paged_attention_scratch_floats(70, 4, 16, 4));
+  paged_attention(f.view, f.table.data(), 70, q.data(), 64, c.q_pos.data(), 70, 4, 0.25f, got.data(), 64, 0, 2,
+                  scratch.data(), 1);
+  for (int32_t p = 0; p < 70; ++p)
+    for (int32_t h = 0; h < 4; ++h) {
+      const size_t off = f.table[p / 4].value * f.view.block_stride + (static_cast<size_t>(h / 2) * 4 + p % 4) * 16;
+      for (int32_t d = 0; d < 16; ++d) ASSERT_FLOAT_EQ(got[(p * 4 + h) * 16 + d], f.v[off + d]);
+    }
 }
 
 TEST_F(PagedAttention, DetectsAWrongAnswer) {

@@ -206,6 +206,11 @@ struct RowState {
   float* p;    // [kAttnKeyTile] exp(score - m) of one row
 };
 
+// The first key query i may see: 0, or the start of its sliding window.
+inline int32_t window_start(const AttentionArgs& a, int32_t i) {
+  return a.window > 0 ? std::max(0, a.q_pos[i] - a.window + 1) : 0;
+}
+
 // Queries [q_begin, q_end) x the group's heads of kv head `kvh` against all
 // keys they can see, tile by tile.
 template <int kMinRowsTransposed, class E>
@@ -218,8 +223,11 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   std::fill(st.acc, st.acc + static_cast<size_t>(rows) * hd, 0.0f);
   std::fill(st.m, st.m + rows, -INFINITY);
   std::fill(st.l, st.l + rows, 0.0f);
-  int32_t max_pos = -1;
-  for (int32_t i = q_begin; i < q_end; ++i) max_pos = std::max(max_pos, a.q_pos[i]);
+  int32_t max_pos = -1, min_lo = INT32_MAX;
+  for (int32_t i = q_begin; i < q_end; ++i) {
+    max_pos = std::max(max_pos, a.q_pos[i]);
+    min_lo = std::min(min_lo, window_start(a, i));
+  }
 
   const E* keys[kAttnKeyTile];
   const E* vals[kAttnKeyTile];
@@ -231,7 +239,8 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   if (transposed)
     for (int32_t r = 0; r < rows; ++r)
       qrows[r] = a.q + (q_begin + r / group) * a.q_stride + static_cast<int64_t>(kvh * group + r % group) * hd;
-  for (int32_t t0 = 0; t0 <= max_pos; t0 += kAttnKeyTile) {
+  // Tiles wholly before every query's window are never read.
+  for (int32_t t0 = min_lo / kAttnKeyTile * kAttnKeyTile; t0 <= max_pos; t0 += kAttnKeyTile) {
     const int32_t t1 = std::min(t0 + kAttnKeyTile, max_pos + 1);
     for (int32_t j = t0; j < t1; ++j) {
       const size_t off = static_cast<size_t>(a.block_table[j / bs].value) * kv.block_stride + head_offset +
@@ -244,14 +253,17 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
       qk_tile(qrows, rows, st.kt, hd, a.scale, st.sc);
     }
     for (int32_t i = q_begin; i < q_end; ++i) {
-      const int32_t n = std::min(t1, a.q_pos[i] + 1) - t0;  // causal mask
+      // Causal mask, and the sliding window's start: keys [lo, hi) of this tile.
+      const int32_t lo = std::max(t0, window_start(a, i));
+      const int32_t n = std::min(t1, a.q_pos[i] + 1) - lo;
       if (n <= 0) continue;
+      const int32_t s0 = lo - t0;
       for (int32_t g = 0; g < group; ++g) {
         const int32_t r = (i - q_begin) * group + g;
-        const float* sr = st.sc + static_cast<size_t>(r) * kAttnKeyTile;  // scores, scaled
+        const float* sr = st.sc + static_cast<size_t>(r) * kAttnKeyTile + s0;  // scores, scaled
         if (!transposed) {
           const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
-          dot_keys(qr, keys, n, hd, st.s);
+          dot_keys(qr, keys + s0, n, hd, st.s);
           for (int32_t j = 0; j < n; ++j) st.s[j] *= a.scale;
           sr = st.s;
         }
@@ -259,7 +271,7 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
         const float c = exp1(st.m[r] - m_new);  // 0 on the first tile
         st.l[r] = st.l[r] * c + exp_sum(sr, n, m_new, st.p);
         st.m[r] = m_new;
-        weighted_sum(st.acc + static_cast<size_t>(r) * hd, c, st.p, vals, n, hd);
+        weighted_sum(st.acc + static_cast<size_t>(r) * hd, c, st.p, vals + s0, n, hd);
       }
     }
   }

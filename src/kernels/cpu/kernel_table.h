@@ -72,6 +72,7 @@ struct AttentionArgs {
   int64_t out_stride = 0;
   int32_t kv_head_begin = 0, kv_head_end = 0;
   float* scratch = nullptr;  // paged_attention_scratch_floats(...) floats
+  int32_t window = 0;        // > 0: query at p sees keys (p - window, p] only
 };
 using AttentionFn = void (*)(const AttentionArgs& args);
 

@@ -11,7 +11,7 @@ namespace pagoda::ref {
 
 void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
-                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end) {
+                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, int32_t window) {
   PAGODA_CHECK(kv.num_kv_heads > 0 && n_heads % kv.num_kv_heads == 0);
   PAGODA_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= kv.num_kv_heads);
   const int32_t group = n_heads / kv.num_kv_heads;
@@ -28,13 +28,14 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
   std::vector<double> acc(hd);
   for (int32_t i = 0; i < n_q; ++i) {
     PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
+    const int32_t first = window > 0 ? std::max(0, q_pos[i] - window + 1) : 0;  // sliding window
     const int32_t n_keys = q_pos[i] + 1;
-    scores.resize(n_keys);
     for (int32_t h = kv_head_begin * group; h < kv_head_end * group; ++h) {
+      scores.assign(n_keys, -INFINITY);  // keys before the window stay out
       const int32_t kvh = h / group;
       const float* qh = q + i * q_stride + static_cast<int64_t>(h) * hd;
       double max_score = -INFINITY;
-      for (int32_t j = 0; j < n_keys; ++j) {
+      for (int32_t j = first; j < n_keys; ++j) {
         const size_t k = key_offset(kvh, j);
         double dot = 0;
         for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * at(kv.k, k + d);
@@ -47,7 +48,7 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
         sum += s;
       }
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int32_t j = 0; j < n_keys; ++j) {
+      for (int32_t j = first; j < n_keys; ++j) {
         const size_t v = key_offset(kvh, j);
         for (int32_t d = 0; d < hd; ++d) acc[d] += scores[j] * at(kv.v, v + d);
       }
