@@ -28,6 +28,15 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
   }
 }
 
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+    out[i] = g * up[i];
+  }
+}
+
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   cpu::active_kernels().swiglu(gate, up, out, n);
 }

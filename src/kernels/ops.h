@@ -28,6 +28,10 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU; the tanh approximation, as
+// Gemma and llama.cpp use). Portable code for now (no per-ISA variant).
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+
 // a[i] += b[i]
 void add_inplace(float* a, const float* b, int64_t n);
 

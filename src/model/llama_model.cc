@@ -91,6 +91,10 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
+    if (cfg.has_post_norms) {
+      PAGODA_RETURN_IF_ERROR(vector(p + "post_attention_norm.weight", cfg.hidden_size, &l.attn_post_norm, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "post_ffw_norm.weight", cfg.hidden_size, &l.ffn_post_norm, true));
+    }
     if (cfg.has_qk_norm) {
       PAGODA_RETURN_IF_ERROR(vector(p + "attn_q_norm.weight", cfg.head_dim, &l.q_norm, true));
       PAGODA_RETURN_IF_ERROR(vector(p + "attn_k_norm.weight", cfg.head_dim, &l.k_norm, true));
@@ -148,11 +152,12 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     kernels::matmul_fused(w, 3, ws_.h.data(), c.hidden_size, n, y, stride, pool);
   }
 
+  const bool sliding = c.is_sliding(il);
   kernels::RopeParams rp;
   rp.style = c.rope_style;
   rp.rot_dim = c.rope_dim;
-  rp.freq_base = c.rope_freq_base;
-  rp.freq_scale = c.rope_freq_scale;
+  rp.freq_base = sliding ? c.rope_freq_base_swa : c.rope_freq_base;
+  rp.freq_scale = sliding ? 1.0f : c.rope_freq_scale;
   rp.freq_factors = rope_freqs_;
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -189,12 +194,16 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       if (scratch.size() < need) scratch.resize(need);
       kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
                                &batch.positions[s.token_begin], s.num_tokens, c.num_heads, scale,
-                               &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1,
-                               scratch.data());
+                               &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
+                               sliding ? c.sliding_window : 0);
     }
   });
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    if (l.attn_post_norm)
+      for (int64_t t = t0; t < t1; ++t)
+        kernels::rms_norm(&ws_.h[t * c.hidden_size], l.attn_post_norm, &ws_.h[t * c.hidden_size], c.hidden_size,
+                          c.rms_eps);
     kernels::add_inplace(&ws_.x[t0 * c.hidden_size], &ws_.h[t0 * c.hidden_size], (t1 - t0) * c.hidden_size);
   });
 }
@@ -204,7 +213,12 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return;
   ensure_workspace(n);
-  for (int64_t t = 0; t < n; ++t) kernels::get_row(tok_embd_, batch.tokens[t], &ws_.x[t * c.hidden_size]);
+  for (int64_t t = 0; t < n; ++t) {
+    float* x = &ws_.x[t * c.hidden_size];
+    kernels::get_row(tok_embd_, batch.tokens[t], x);
+    if (c.embed_scale > 0)
+      for (int32_t i = 0; i < c.hidden_size; ++i) x[i] *= c.embed_scale;
+  }
 
   for (int32_t il = 0; il < c.num_layers; ++il) {
     attention_layer(batch, kv, pool, il);
@@ -218,11 +232,19 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     const int64_t stride[] = {c.ffn_size, c.ffn_size};
     kernels::matmul_fused(w, 2, ws_.h.data(), c.hidden_size, n, y, stride, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-      kernels::swiglu(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], &ws_.gate[t0 * c.ffn_size],
-                      (t1 - t0) * c.ffn_size);
+      float* g = &ws_.gate[t0 * c.ffn_size];
+      if (c.ffn_gelu) {
+        kernels::geglu(g, &ws_.up[t0 * c.ffn_size], g, (t1 - t0) * c.ffn_size);
+      } else {
+        kernels::swiglu(g, &ws_.up[t0 * c.ffn_size], g, (t1 - t0) * c.ffn_size);
+      }
     });
     kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+      if (l.ffn_post_norm)
+        for (int64_t t = t0; t < t1; ++t)
+          kernels::rms_norm(&ws_.h[t * c.hidden_size], l.ffn_post_norm, &ws_.h[t * c.hidden_size], c.hidden_size,
+                            c.rms_eps);
       kernels::add_inplace(&ws_.x[t0 * c.hidden_size], &ws_.h[t0 * c.hidden_size], (t1 - t0) * c.hidden_size);
     });
   }

@@ -47,6 +47,8 @@ class LlamaModel {
     const float* bv = nullptr;
     const float* q_norm = nullptr;  // [head_dim], qk-norm architectures
     const float* k_norm = nullptr;
+    const float* attn_post_norm = nullptr;  // [hidden], gemma3
+    const float* ffn_post_norm = nullptr;
   };
   struct Workspace {
     int64_t capacity = 0;

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <string>
 
 namespace pagoda {
@@ -24,11 +25,13 @@ struct ArchTraits {
   bool qkv_bias;
   bool qk_norm;
   float default_rms_eps;
+  bool gemma = false;  // embedding scale, post norms, GeGLU, sliding-window layers
 };
 constexpr ArchTraits kArchs[] = {
     {"llama", kernels::RopeStyle::kInterleaved, false, false, 1e-5f},
     {"qwen2", kernels::RopeStyle::kHalfSplit, true, false, 1e-6f},
     {"qwen3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f},
+    {"gemma3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f, true},
 };
 
 }  // namespace
@@ -78,6 +81,15 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   c.has_qkv_bias = traits->qkv_bias;
   c.has_qk_norm = traits->qk_norm;
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(traits->default_rms_eps));
+  if (traits->gemma) {
+    c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
+    c.has_post_norms = true;
+    c.ffn_gelu = true;
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window", &c.sliding_window, false));
+    c.swa_period = 6;  // llama.cpp's default when the file does not say
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window_pattern", &c.swa_period, false));
+    c.rope_freq_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+  }
   const auto* tok = f.tensor("token_embd.weight");
   if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");
   c.vocab_size = static_cast<int32_t>(tok->dims[1]);

@@ -26,9 +26,23 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   bool has_qkv_bias = false;
-  bool has_qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3)
+  bool has_qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3, gemma3)
+  // Gemma 3: embeddings times embed_scale (0: none), RMSNorm after attention
+  // and after the FFN (before each residual add), GeGLU instead of SwiGLU.
+  float embed_scale = 0;
+  bool has_post_norms = false;
+  bool ffn_gelu = false;
+  // Interleaved sliding-window attention: with sliding_window > 0, layer il
+  // is local iff il % swa_period < swa_period - 1; local layers see the last
+  // sliding_window positions, use rope_freq_base_swa and no rope scaling.
+  int32_t sliding_window = 0;
+  int32_t swa_period = 0;
+  float rope_freq_base_swa = 10000.0f;
 
   int32_t q_dim() const { return num_heads * head_dim; }
+  bool is_sliding(int32_t layer) const {
+    return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
+  }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 

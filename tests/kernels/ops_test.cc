@@ -48,4 +48,22 @@ TEST(Swiglu, MatchesDouble) {
 }
 
 }  // namespace
+TEST(Geglu, MatchesDoubleTanhGelu) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int64_t n : {1, 7, 16, 33, 1000}) {
+    std::vector<float> g(n), u(n), out(n);
+    for (auto& v : g) v = nd(rng);
+    for (auto& v : u) v = nd(rng);
+    g[0] = -60.0f;            // gelu -> -0
+    if (n > 1) g[1] = 60.0f;  // gelu -> x
+    geglu(g.data(), u.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[i];
+      const double want = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+      EXPECT_NEAR(out[i], want, 1e-5 * (1 + std::fabs(want))) << i;
+    }
+  }
+}
+
 }  // namespace pagoda::kernels
