@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "core/fp16.h"
@@ -46,6 +47,23 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     *out = {t->type, t->data, n_in, n_out};
     return Status::ok();
   };
+  // A 3-D expert tensor [n_in, n_out, n_experts]: one view per expert (its
+  // rows are contiguous, whatever the block type).
+  auto experts = [&](const std::string& name, int64_t n_in, int64_t n_out,
+                     std::vector<kernels::WeightView>* out) -> Status {
+    const auto* t = file.tensor(name);
+    if (!t) return invalid_argument("model lacks tensor '" + name + "'");
+    if (t->dims.size() != 3 || t->dims[0] != n_in || t->dims[1] != n_out || t->dims[2] != cfg.num_experts)
+      return invalid_argument("tensor '" + name + "' has shape " + dims_str(t->dims) + ", expected [" +
+                              std::to_string(n_in) + ", " + std::to_string(n_out) + ", " +
+                              std::to_string(cfg.num_experts) + "]");
+    if (!dtype_info(t->type).supported)
+      return unimplemented("tensor '" + name + "' has unsupported type " + std::string(dtype_name(t->type)));
+    const size_t expert_bytes = dtype_row_bytes(t->type, n_in) * static_cast<size_t>(n_out);
+    for (int32_t e = 0; e < cfg.num_experts; ++e)
+      out->push_back({t->type, static_cast<const uint8_t*>(t->data) + e * expert_bytes, n_in, n_out});
+    return Status::ok();
+  };
   // Norm weights and biases as f32 (copied when the file stores them in f16).
   auto vector = [&](const std::string& name, int64_t n, const float** out, bool required) -> Status {
     const auto* t = file.tensor(name);
@@ -85,9 +103,16 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.hidden_size, cfg.kv_dim(), &l.wk));
     PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.hidden_size, cfg.kv_dim(), &l.wv));
     PAGODA_RETURN_IF_ERROR(matrix(p + "attn_output.weight", cfg.q_dim(), cfg.hidden_size, &l.wo));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", cfg.hidden_size, cfg.ffn_size, &l.w_gate));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.hidden_size, cfg.ffn_size, &l.w_up));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", cfg.ffn_size, cfg.hidden_size, &l.w_down));
+    if (cfg.num_experts > 0) {
+      PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", cfg.hidden_size, cfg.num_experts, &l.router));
+      PAGODA_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", cfg.hidden_size, cfg.expert_ffn_size, &l.exp_gate));
+      PAGODA_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", cfg.hidden_size, cfg.expert_ffn_size, &l.exp_up));
+      PAGODA_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", cfg.expert_ffn_size, cfg.hidden_size, &l.exp_down));
+    } else {
+      PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", cfg.hidden_size, cfg.ffn_size, &l.w_gate));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.hidden_size, cfg.ffn_size, &l.w_up));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", cfg.ffn_size, cfg.hidden_size, &l.w_down));
+    }
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
@@ -105,16 +130,24 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
 
 size_t LlamaModel::weight_bytes() const {
   size_t b = output_.row_bytes() * output_.n_out;
-  for (const auto& l : layers_)
-    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) b += w->row_bytes() * w->n_out;
+  for (const auto& l : layers_) {
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+      b += w->row_bytes() * w->n_out;
+    for (const auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (const auto& w : *es) b += w.row_bytes() * w.n_out;
+  }
   return b;
 }
 
 size_t LlamaModel::repack(ThreadPool& pool) {
   if (!kernels::repack_enabled()) return 0;
   std::vector<kernels::WeightView*> ws{&output_};
-  for (auto& l : layers_)
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) ws.push_back(w);
+  for (auto& l : layers_) {
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+      if (w->data) ws.push_back(w);
+    for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (auto& w : *es) ws.push_back(&w);
+  }
   // Each matrix's file pages are released as soon as it is packed: peak
   // resident memory stays near one copy of the weights.
   const size_t added = packed_.pack(ws.data(), static_cast<int>(ws.size()), pool, [this](const kernels::WeightView& w) {
@@ -208,6 +241,53 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   });
 }
 
+void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  const int32_t ne = c.num_experts, k = c.num_experts_used, hs = c.hidden_size, fs = c.expert_ffn_size;
+  ws_.router.resize(static_cast<size_t>(n) * ne);
+  kernels::matmul(l.router, ws_.h.data(), hs, n, ws_.router.data(), ne, pool);
+  // Route: softmax over all experts, the top k (lowest index on ties), their
+  // probabilities renormalised to sum 1. Then each expert runs once over the
+  // tokens routed to it (its weights read once per step).
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(ne));
+  std::vector<int32_t> order(static_cast<size_t>(ne));
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = &ws_.router[static_cast<size_t>(t) * ne];
+    const float mx = *std::max_element(p, p + ne);
+    double sum = 0;
+    for (int32_t e = 0; e < ne; ++e) sum += p[e] = std::exp(p[e] - mx);
+    for (int32_t e = 0; e < ne; ++e) p[e] = static_cast<float>(p[e] / sum);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float chosen = 0;
+    for (int32_t j = 0; j < k; ++j) chosen += p[order[j]];
+    for (int32_t j = 0; j < k; ++j) routed[order[j]].push_back({t, p[order[j]] / chosen});
+  }
+  for (int32_t e = 0; e < ne; ++e) {
+    const auto& toks = routed[static_cast<size_t>(e)];
+    const auto m = static_cast<int64_t>(toks.size());
+    if (m == 0) continue;
+    ws_.moe_in.resize(static_cast<size_t>(m) * hs);
+    ws_.moe_gate.resize(static_cast<size_t>(m) * fs);
+    ws_.moe_up.resize(static_cast<size_t>(m) * fs);
+    ws_.moe_out.resize(static_cast<size_t>(m) * hs);
+    for (int64_t r = 0; r < m; ++r) std::copy_n(&ws_.h[toks[r].first * hs], hs, &ws_.moe_in[r * hs]);
+    const kernels::WeightView* w[] = {&l.exp_gate[e], &l.exp_up[e]};
+    float* y[] = {ws_.moe_gate.data(), ws_.moe_up.data()};
+    const int64_t stride[] = {fs, fs};
+    kernels::matmul_fused(w, 2, ws_.moe_in.data(), hs, m, y, stride, pool);
+    kernels::swiglu(ws_.moe_gate.data(), ws_.moe_up.data(), ws_.moe_gate.data(), m * fs);
+    kernels::matmul(l.exp_down[e], ws_.moe_gate.data(), fs, m, ws_.moe_out.data(), hs, pool);
+    for (int64_t r = 0; r < m; ++r) {
+      float* x = &ws_.x[toks[r].first * hs];
+      const float* d = &ws_.moe_out[r * hs];
+      const float wgt = toks[r].second;
+      for (int32_t i = 0; i < hs; ++i) x[i] += wgt * d[i];
+    }
+  }
+}
+
 void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
@@ -227,6 +307,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
       for (int64_t t = t0; t < t1; ++t)
         kernels::rms_norm(&ws_.x[t * c.hidden_size], l.ffn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
     });
+    if (c.num_experts > 0) {
+      moe_ffn(l, n, pool);
+      continue;
+    }
     const kernels::WeightView* w[] = {&l.w_gate, &l.w_up};
     float* y[] = {ws_.gate.data(), ws_.up.data()};
     const int64_t stride[] = {c.ffn_size, c.ffn_size};

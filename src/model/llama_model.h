@@ -49,15 +49,20 @@ class LlamaModel {
     const float* k_norm = nullptr;
     const float* attn_post_norm = nullptr;  // [hidden], gemma3
     const float* ffn_post_norm = nullptr;
+    kernels::WeightView router;                                   // MoE: [hidden -> num_experts]
+    std::vector<kernels::WeightView> exp_gate, exp_up, exp_down;  // one per expert
   };
   struct Workspace {
     int64_t capacity = 0;
     std::vector<float> x, h, q, k, v, attn, gate, up, scratch;
+    std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;  // MoE
   };
 
   LlamaModel() = default;
   void ensure_workspace(int64_t n_tokens);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
+  // ws_.x += MoE FFN of ws_.h (normed input) over n tokens.
+  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
 
   ModelConfig config_;
   const gguf::GGUFFile* file_ = nullptr;

@@ -26,12 +26,14 @@ struct ArchTraits {
   bool qk_norm;
   float default_rms_eps;
   bool gemma = false;  // embedding scale, post norms, GeGLU, sliding-window layers
+  bool moe = false;    // mixture-of-experts FFN
 };
 constexpr ArchTraits kArchs[] = {
     {"llama", kernels::RopeStyle::kInterleaved, false, false, 1e-5f},
     {"qwen2", kernels::RopeStyle::kHalfSplit, true, false, 1e-6f},
     {"qwen3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f},
     {"gemma3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f, true},
+    {"qwen3moe", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f, false, true},
 };
 
 }  // namespace
@@ -81,6 +83,12 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   c.has_qkv_bias = traits->qkv_bias;
   c.has_qk_norm = traits->qk_norm;
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(traits->default_rms_eps));
+  if (traits->moe) {
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_count", &c.num_experts));
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_used_count", &c.num_experts_used));
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_feed_forward_length", &c.expert_ffn_size));
+    if (c.num_experts_used > c.num_experts) return invalid_argument("expert_used_count exceeds expert_count");
+  }
   if (traits->gemma) {
     c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
     c.has_post_norms = true;

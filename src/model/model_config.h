@@ -35,6 +35,11 @@ struct ModelConfig {
   // Interleaved sliding-window attention: with sliding_window > 0, layer il
   // is local iff il % swa_period < swa_period - 1; local layers see the last
   // sliding_window positions, use rope_freq_base_swa and no rope scaling.
+  // Mixture of experts (qwen3moe): num_experts > 0 replaces the dense FFN;
+  // softmax router, top num_experts_used, their weights renormalised.
+  int32_t num_experts = 0;
+  int32_t num_experts_used = 0;
+  int32_t expert_ffn_size = 0;
   int32_t sliding_window = 0;
   int32_t swa_period = 0;
   float rope_freq_base_swa = 10000.0f;

@@ -96,7 +96,7 @@ TEST_P(ArchFixture, GreedyContinuationMatchesLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture, ::testing::Values("llama3", "qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture, ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
