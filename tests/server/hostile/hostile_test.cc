@@ -75,18 +75,19 @@ TEST(Hostile, SlowlorisAndIdleFloodsDoNotStarveOthers) {
   // Control requests while the slow clients drip one header byte each round.
   std::vector<double> latencies;
   const std::string completion = R"({"prompt":"hello","max_tokens":4})";
-  for (int i = 0; i < 40; ++i) {
-    for (int fd : slow) send_all(fd, "X");
+  for (int i = 0; i < 100; ++i) {
+    if (i % 3 == 0)
+      for (int fd : slow) send_all(fd, "X");
     const auto t = Clock::now();
     // From another loopback address: the attackers' per-address cap is not the controls'.
     const Reply r = i % 4 == 3 ? request(srv.port(), "POST", "/v1/completions", completion, "", 5000, "127.0.0.2")
                                : request(srv.port(), "GET", i % 2 ? "/health" : "/metrics", "", "", 5000, "127.0.0.2");
     latencies.push_back(seconds_since(t));
     EXPECT_EQ(r.status, 200) << i;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::sort(latencies.begin(), latencies.end());
-  const double p99 = latencies[latencies.size() * 99 / 100];
+  const double p99 = latencies[(latencies.size() - 1) * 99 / 100];  // the 99th of 100
   RecordProperty("control_p99_ms", std::to_string(static_cast<int>(p99 * 1000)));
   EXPECT_LT(p99, 1.0 * kTimeScale);
   EXPECT_GE(metric(srv.port(), "http_open_connections"), num_slow + num_idle);
