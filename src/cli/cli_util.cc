@@ -11,6 +11,11 @@
 
 namespace pagoda::cli {
 
+int fail(const char* command, const std::string& message, int code) {
+  std::fprintf(stderr, "pagoda %s: error: %s\n", command, message.c_str());
+  return code;
+}
+
 bool read_text_file(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return false;

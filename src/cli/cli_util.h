@@ -14,6 +14,9 @@ namespace pagoda::cli {
 // (0 for --help), otherwise returns -1 to continue.
 int parse_or_exit(CLI::App& app, int argc, char** argv);
 
+// Prints "pagoda <command>: error: <message>" to stderr; returns `code`.
+int fail(const char* command, const std::string& message, int code = 1);
+
 // Reads a whole file into *out; false if it cannot be opened.
 bool read_text_file(const std::string& path, std::string* out);
 

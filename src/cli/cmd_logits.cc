@@ -14,10 +14,7 @@
 namespace pagoda::cli {
 namespace {
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "pagoda logits: error: %s\n", msg.c_str());
-  return 1;
-}
+int fail(const std::string& msg) { return cli::fail("logits", msg); }
 
 }  // namespace
 

@@ -5,16 +5,14 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "testing/make_model.h"
 
 namespace pagoda::cli {
 namespace {
 
-int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "pagoda make-model: error: %s\n", message.c_str());
-  return code;
-}
+int fail(const std::string& message, int code) { return cli::fail("make-model", message, code); }
 
 int exit_code(const Status& st) { return st.code() == StatusCode::kInvalidArgument ? 2 : 1; }
 

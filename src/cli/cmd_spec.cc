@@ -14,10 +14,7 @@
 namespace pagoda::cli {
 namespace {
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "pagoda spec build-datastore: error: %s\n", msg.c_str());
-  return 1;
-}
+int fail(const std::string& msg) { return cli::fail("spec build-datastore", msg); }
 
 int build_datastore(int argc, char** argv) {
   CLI::App app("Build a retrieval datastore (suffix array over a tokenized corpus) for --spec retrieval",

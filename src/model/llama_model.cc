@@ -249,8 +249,11 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   // Route: softmax over all experts, the top k (lowest index on ties), their
   // probabilities renormalised to sum 1. Then each expert runs once over the
   // tokens routed to it (its weights read once per step).
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(ne));
-  std::vector<int32_t> order(static_cast<size_t>(ne));
+  auto& routed = ws_.moe_routed;  // kept across steps: no allocation once warm
+  routed.resize(static_cast<size_t>(ne));
+  for (auto& r : routed) r.clear();
+  auto& order = ws_.moe_order;
+  order.resize(static_cast<size_t>(ne));
   for (int64_t t = 0; t < n; ++t) {
     float* p = &ws_.router[static_cast<size_t>(t) * ne];
     const float mx = *std::max_element(p, p + ne);

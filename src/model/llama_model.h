@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -55,7 +56,9 @@ class LlamaModel {
   struct Workspace {
     int64_t capacity = 0;
     std::vector<float> x, h, q, k, v, attn, gate, up, scratch;
-    std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;  // MoE
+    std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;    // MoE
+    std::vector<std::vector<std::pair<int64_t, float>>> moe_routed;  // per expert: (token, weight)
+    std::vector<int32_t> moe_order;
   };
 
   LlamaModel() = default;

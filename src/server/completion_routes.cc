@@ -1,6 +1,5 @@
 // POST /v1/completions and POST /v1/chat/completions: parse, tokenize, run
 // the choices on the engine, and answer as one JSON body or as SSE chunks.
-#include <chrono>
 #include <ctime>
 
 #include "server/generation.h"
@@ -52,27 +51,14 @@ MaybeError add_prompt(Job& job, std::vector<RequestSpec>& specs, const std::vect
 }
 
 void respond_whole(Job& job, http::Responder& res) {
-  // Collect the choices, watching the connection: a client that left gets
-  // its requests aborted (their KV blocks freed) instead of served.
-  std::vector<ChoiceResult> choices(static_cast<size_t>(num_choices(job.streams)));
-  for (size_t i = 0; i < choices.size(); ++i) choices[i].index = static_cast<int32_t>(i);
-  auto last_check = std::chrono::steady_clock::now();
-  StreamCallbacks cb;
-  cb.idle_ms = 100;
-  cb.on_output = [&](int32_t idx, const RequestOutput& o) {
-    accumulate_output(choices[static_cast<size_t>(idx)], o);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check < std::chrono::milliseconds(100)) return true;
-    last_check = now;
-    return !res.client_gone();
-  };
-  cb.on_idle = [&]() { return !res.client_gone(); };
-  if (!stream_choices(job.st->engine, job.streams, job.st->metrics, cb)) {
+  // A client that left gets its requests aborted instead of served.
+  auto collected = collect_choices(job.st->engine, job.streams, job.st->metrics, [&res] { return !res.client_gone(); });
+  if (!collected) {
     job.st->metrics.on_client_disconnect();
     return;
   }
+  std::vector<ChoiceResult>& choices = *collected;
   for (ChoiceResult& c : choices) {
-    if (c.finish_reason == FinishReason::kNone) c.finish_reason = FinishReason::kAbort;
     if (c.finish_reason == FinishReason::kError)
       return send_error(res, api_error_from_status(internal_error("generation failed: " + c.error)));
     if (c.finish_reason == FinishReason::kAbort)

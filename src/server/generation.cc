@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include <chrono>
+#include <optional>
 
 namespace pagoda::server {
 
@@ -26,7 +27,7 @@ Result<Streams> submit_choices(AsyncEngine& engine, std::vector<RequestSpec> spe
   return streams;
 }
 
-void accumulate_output(ChoiceResult& c, const RequestOutput& o) {
+static void accumulate(ChoiceResult& c, const RequestOutput& o) {
   if (c.finish_reason != FinishReason::kNone) return;  // already ended
   c.text += o.text;
   c.samples.insert(c.samples.end(), o.samples.begin(), o.samples.end());
@@ -38,28 +39,22 @@ void accumulate_output(ChoiceResult& c, const RequestOutput& o) {
   }
 }
 
-// The choice an output belongs to; engine-wide ends (abort, error, shutdown)
-// carry index 0 and end every choice of the stream.
-static void apply(std::vector<ChoiceResult>& out, const ChoiceStream& cs, const RequestOutput& o) {
-  if (o.request_finished && o.new_tokens.empty() && o.finish_reason != FinishReason::kNone) {
-    for (int32_t k = 0; k < cs.n; ++k) {
-      ChoiceResult& c = out[cs.first_index + k];
-      if (c.finish_reason == FinishReason::kNone) accumulate_output(c, o);
-    }
-    return;
-  }
-  accumulate_output(out[cs.first_index + o.index], o);
-}
-
-std::vector<ChoiceResult> collect_choices(const Streams& streams, ServerMetrics& metrics) {
-  std::vector<ChoiceResult> out(num_choices(streams));
+std::optional<std::vector<ChoiceResult>> collect_choices(AsyncEngine& engine, const Streams& streams,
+                                                         ServerMetrics& metrics, const std::function<bool()>& alive) {
+  std::vector<ChoiceResult> out(static_cast<size_t>(num_choices(streams)));
   for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int32_t>(i);
-  for (const auto& cs : streams) {
-    while (auto o = cs.stream->next()) {
-      apply(out, cs, *o);
-      if (o->finished) metrics.on_request_finished(*o);
-    }
-  }
+  auto last_check = std::chrono::steady_clock::now();
+  StreamCallbacks cb;
+  cb.idle_ms = 100;
+  cb.on_output = [&](int32_t idx, const RequestOutput& o) {
+    accumulate(out[static_cast<size_t>(idx)], o);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check < std::chrono::milliseconds(100)) return true;  // poll the client at most every 100 ms
+    last_check = now;
+    return alive();
+  };
+  cb.on_idle = alive;
+  if (!stream_choices(engine, streams, metrics, cb)) return std::nullopt;
   for (auto& c : out)
     if (c.finish_reason == FinishReason::kNone) c.finish_reason = FinishReason::kAbort;
   return out;

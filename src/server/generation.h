@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/async_engine.h"
@@ -30,11 +31,11 @@ int32_t num_choices(const Streams& streams);
 // first failure aborts the ones already queued and returns that error.
 Result<Streams> submit_choices(AsyncEngine& engine, std::vector<RequestSpec> specs);
 
-// Adds one output of a choice to its result (ignored once the choice ended).
-void accumulate_output(ChoiceResult& c, const RequestOutput& o);
-
-// Blocks until every choice has finished; choice i gets index i.
-std::vector<ChoiceResult> collect_choices(const Streams& streams, ServerMetrics& metrics);
+// Blocks until every choice has finished (choice i gets index i), asking
+// alive() at most every 100 ms; when it says the client is gone, aborts the
+// unfinished choices (freeing their KV blocks) and returns nullopt.
+std::optional<std::vector<ChoiceResult>> collect_choices(AsyncEngine& engine, const Streams& streams,
+                                                         ServerMetrics& metrics, const std::function<bool()>& alive);
 
 struct StreamCallbacks {
   // An output of choice `index`; false = the client is gone.

@@ -4,17 +4,10 @@
 # Crashing inputs land in $BUILD_DIR/gguf_artifacts/.
 set -euo pipefail
 seconds="${1:-60}"
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${BUILD_DIR:-$root/build-fuzz}"
+source "$(dirname "$0")/fuzz_build.sh"
 shared="${PAGODA_SHARED_DIR:-$root/../shared}"
 
-if [[ ! -f "$build/build.ninja" ]]; then
-  launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPAGODA_FUZZ=ON -DPAGODA_TESTS=OFF -DPAGODA_NATIVE=OFF "${launcher[@]}"
-fi
-ninja -C "$build" -j"${FUZZ_JOBS:-2}" gguf_fuzz
+fuzz_build gguf_fuzz
 
 seeds="$build/gguf_seeds"
 corpus="$build/gguf_corpus"

@@ -7,16 +7,9 @@
 set -euo pipefail
 seconds="${1:-60}"
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-build="${BUILD_DIR:-$root/build-fuzz}"
+source "$(dirname "$0")/fuzz_build.sh"
 
-if [[ ! -f "$build/build.ninja" ]]; then
-  launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPAGODA_FUZZ=ON -DPAGODA_TESTS=OFF -DPAGODA_NATIVE=OFF "${launcher[@]}"
-fi
-ninja -C "$build" -j"${FUZZ_JOBS:-2}" request_parse_fuzz
+fuzz_build request_parse_fuzz
 
 corpus="$build/request_parse_corpus"
 artifacts="$build/request_parse_artifacts"

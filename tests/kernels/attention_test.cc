@@ -264,28 +264,32 @@ TEST_F(PagedAttention, HeadRangesComposeAndLeaveOthersUntouched) {
 
 // Random shapes: any head dim (tails of every width), GQA groups, block
 // sizes, context lengths and query sets, on every ISA.
+// A random shape: head dim 1..max_hd, 1-3 kv heads, GQA groups 1..max_group,
+// blocks of 1-20, a context of 1..max_kv, a prefill chunk ending at the
+// context or up to 12 scattered positions, f32 or f16 K/V.
+Case random_case(std::mt19937& rng, int32_t max_hd, int32_t max_group, int32_t max_kv) {
+  const int32_t hd = 1 + static_cast<int32_t>(rng() % max_hd);
+  const int32_t kv_heads = 1 + static_cast<int32_t>(rng() % 3);
+  const int32_t group = 1 + static_cast<int32_t>(rng() % max_group);
+  const int32_t bs = 1 + static_cast<int32_t>(rng() % 20);
+  const int32_t kv_len = 1 + static_cast<int32_t>(rng() % max_kv);
+  std::vector<int32_t> pos;
+  if (rng() % 2) {
+    pos = range(static_cast<int32_t>(rng() % kv_len), kv_len);  // a prefill chunk ending at kv_len
+  } else {
+    pos.resize(1 + rng() % 12);
+    for (int32_t& p : pos) p = static_cast<int32_t>(rng() % kv_len);
+  }
+  Case c{hd, group * kv_heads, kv_heads, bs, kv_len, pos};
+  c.f16 = rng() % 2;
+  return c;
+}
+
 TEST_F(PagedAttention, RandomShapesMatchReference) {
   const uint32_t seed = 9000;
   std::printf("[ seed ] %u\n", seed);
   std::mt19937 rng(seed);
-  for (int t = 0; t < 40; ++t) {
-    const int32_t hd = 1 + static_cast<int32_t>(rng() % 160);
-    const int32_t kv_heads = 1 + static_cast<int32_t>(rng() % 3);
-    const int32_t group = 1 + static_cast<int32_t>(rng() % 9);
-    const int32_t bs = 1 + static_cast<int32_t>(rng() % 20);
-    const int32_t kv_len = 1 + static_cast<int32_t>(rng() % 200);
-    std::vector<int32_t> pos;
-    if (rng() % 2) {
-      const int32_t first = static_cast<int32_t>(rng() % kv_len);
-      pos = range(first, kv_len);  // a prefill chunk ending at kv_len
-    } else {
-      pos.resize(1 + rng() % 12);
-      for (int32_t& p : pos) p = static_cast<int32_t>(rng() % kv_len);
-    }
-    Case c{hd, group * kv_heads, kv_heads, bs, kv_len, pos};
-    c.f16 = rng() % 2;
-    check_case(c, seed + 1 + t);
-  }
+  for (int t = 0; t < 40; ++t) check_case(random_case(rng, 160, 9, 200), seed + 1 + t);
 }
 
 TEST_F(PagedAttention, SlidingWindowMatchesReference) {
@@ -293,21 +297,8 @@ TEST_F(PagedAttention, SlidingWindowMatchesReference) {
   std::printf("[ seed ] %u\n", seed);
   std::mt19937 rng(seed);
   for (int t = 0; t < 40; ++t) {
-    const int32_t hd = 1 + static_cast<int32_t>(rng() % 130);
-    const int32_t kv_heads = 1 + static_cast<int32_t>(rng() % 3);
-    const int32_t group = 1 + static_cast<int32_t>(rng() % 6);
-    const int32_t bs = 1 + static_cast<int32_t>(rng() % 20);
-    const int32_t kv_len = 1 + static_cast<int32_t>(rng() % 300);  // past several key tiles
-    std::vector<int32_t> pos;
-    if (rng() % 2) {
-      pos = range(static_cast<int32_t>(rng() % kv_len), kv_len);
-    } else {
-      pos.resize(1 + rng() % 12);
-      for (int32_t& p : pos) p = static_cast<int32_t>(rng() % kv_len);
-    }
-    Case c{hd, group * kv_heads, kv_heads, bs, kv_len, pos};
-    c.f16 = rng() % 2;
-    c.window = 1 + static_cast<int32_t>(rng() % (kv_len + 8));  // 1 (only itself) .. wider than the context
+    Case c = random_case(rng, 130, 6, 300);                       // contexts past several key tiles
+    c.window = 1 + static_cast<int32_t>(rng() % (c.kv_len + 8));  // 1 (only itself) .. wider than the context
     check_case(c, seed + 1 + t);
   }
 }
