@@ -96,6 +96,15 @@ TEST_P(ArchFixture, GreedyContinuationMatchesLlamaCpp) {
   }
 }
 
+TEST(ArchFixtureUnsupported, ErrorNamesTheArchitecture) {
+  PAGODA_SKIP_WITHOUT_SHARED("fixtures/arch/mamba2/model.gguf");
+  auto runner = make_logits_runner(shared_path("fixtures/arch/mamba2/model.gguf"), 16, 1);
+  ASSERT_FALSE(runner.is_ok());
+  EXPECT_NE(runner.status().message().find("unsupported architecture 'mamba2'"), std::string::npos)
+      << runner.status().message();
+  EXPECT_NE(runner.status().message().find("qwen3moe"), std::string::npos) << runner.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture, ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe"),
                          [](const auto& info) { return info.param; });
 
