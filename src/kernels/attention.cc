@@ -26,10 +26,11 @@ size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head
 
 void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
-                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, float* scratch, int32_t window) {
+                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, float* scratch,
+                     const AttentionOptions& options) {
   PAGODA_CHECK(kv.num_kv_heads > 0 && n_heads % kv.num_kv_heads == 0);
   PAGODA_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= kv.num_kv_heads);
-  PAGODA_CHECK(kv.head_dim > 0 && kv.block_size > 0 && window >= 0);
+  PAGODA_CHECK(kv.head_dim > 0 && kv.block_size > 0 && options.window >= 0);
   for (int32_t i = 0; i < n_q; ++i) PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
   cpu::AttentionArgs a;
   a.kv = kv;
@@ -46,7 +47,8 @@ void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t 
   a.kv_head_begin = kv_head_begin;
   a.kv_head_end = kv_head_end;
   a.scratch = scratch;
-  a.window = window;
+  a.window = options.window;
+  a.sinks = options.sinks;
   cpu::active_kernels().attention(a);
 }
 

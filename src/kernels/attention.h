@@ -25,20 +25,29 @@ struct PagedKVView {
   bool f16 = false;     // elements are IEEE half, else float
 };
 
+// What besides causality shapes one sequence's attention.
+struct AttentionOptions {
+  // > 0: a query at position p sees keys p - window + 1 .. p only (sliding
+  // window); 0: keys 0 .. p.
+  int32_t window = 0;
+  // [n_heads] learned sink logits (gpt-oss), or null: head h's softmax
+  // denominator gains exp(sinks[h]) (unscaled), a key with no value.
+  const float* sinks = nullptr;
+};
+
 // Attention of one sequence for kv heads [kv_head_begin, kv_head_end) and the
 // query heads mapped to them (GQA: query head h uses kv head
 // h / (n_heads / num_kv_heads); n_heads % num_kv_heads == 0).
 // q: [n_q][n_heads][head_dim], q_stride floats between tokens. Query i sits at
-// absolute position q_pos[i] and attends to keys 0..q_pos[i] (causal), or
-// with window > 0 to keys q_pos[i] - window + 1 .. q_pos[i] only; keys
-// 0..kv_len-1 are in the cache through block_table (kv_len > every q_pos).
-// out: [n_q][n_heads][head_dim], out_stride floats between tokens; only the
-// selected heads are written. scratch: paged_attention_scratch_floats floats.
-// Allocates nothing; single-threaded (split kv head ranges across threads).
+// absolute position q_pos[i] and attends to keys 0..q_pos[i] (causal; see
+// AttentionOptions for windows and sinks); keys 0..kv_len-1 are in the cache through block_table (kv_len > every
+// q_pos). out: [n_q][n_heads][head_dim], out_stride floats between tokens; only the selected heads are written.
+// scratch: paged_attention_scratch_floats floats. Allocates nothing; single-threaded (split kv head ranges across
+// threads).
 void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
                      int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, float* scratch,
-                     int32_t window = 0);
+                     const AttentionOptions& options = {});
 
 // Workspace for paged_attention with these sizes (any kv head count).
 size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head_dim, int32_t block_size);

@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/kernel_table.h"
@@ -10,13 +11,34 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t n, float ep
   cpu::active_kernels().rms_norm(x, weight, y, n, eps);
 }
 
+void set_yarn(RopeParams& p, int32_t n_ctx_orig, float ext_factor, float beta_fast, float beta_slow,
+              float attn_factor) {
+  // The pair index at which a frequency turns `rotations` times over the
+  // original context.
+  auto corr_dim = [&](float rotations) {
+    return p.rot_dim * std::log(n_ctx_orig / (rotations * 2 * static_cast<float>(M_PI))) / (2 * std::log(p.freq_base));
+  };
+  p.ext_factor = ext_factor;
+  p.mscale = attn_factor;
+  if (ext_factor == 0) return;
+  p.yarn_low = std::max(0.0f, std::floor(corr_dim(beta_fast)));
+  p.yarn_high = std::min(static_cast<float>(p.rot_dim - 1), std::ceil(corr_dim(beta_slow)));
+  if (p.freq_scale < 1.0f) p.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+}
+
 void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
   const int32_t half = p.rot_dim / 2;
   for (int32_t i = 0; i < half; ++i) {
-    double theta = pos * p.freq_scale * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
-    if (p.freq_factors) theta /= p.freq_factors[i];
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
+    double extrap = pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
+    if (p.freq_factors) extrap /= p.freq_factors[i];
+    double theta = extrap * p.freq_scale;
+    if (p.ext_factor != 0) {
+      const double y = (i - p.yarn_low) / std::max(0.001, static_cast<double>(p.yarn_high - p.yarn_low));
+      const double mix = (1 - std::clamp(y, 0.0, 1.0)) * p.ext_factor;
+      theta = theta * (1 - mix) + extrap * mix;
+    }
+    const float c = static_cast<float>(std::cos(theta)) * p.mscale;
+    const float s = static_cast<float>(std::sin(theta)) * p.mscale;
     for (int32_t h = 0; h < n_heads; ++h) {
       float* v = x + static_cast<int64_t>(h) * head_dim;
       const int32_t a = p.style == RopeStyle::kInterleaved ? 2 * i : i;
@@ -34,6 +56,15 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
     const float x = gate[i];
     const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
     out[i] = g * up[i];
+  }
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kLimit = 7.0f, kAlpha = 1.702f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = g / (1.0f + std::exp(-kAlpha * g)) * (u + 1.0f);
   }
 }
 

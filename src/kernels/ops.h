@@ -20,7 +20,21 @@ struct RopeParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;              // linear scaling: position * freq_scale
   const float* freq_factors = nullptr;  // optional, rot_dim/2 divisors (llama3)
+  // YaRN (ext_factor > 0, see set_yarn): pair i turns by a blend of the
+  // interpolated angle (freq_scale) and the extrapolated one (unscaled),
+  // weight ext_factor * ramp(i), ramp 1 up to pair yarn_low falling to 0 at
+  // yarn_high; cos and sin are multiplied by mscale.
+  float ext_factor = 0;
+  float yarn_low = 0, yarn_high = 0;
+  float mscale = 1.0f;
 };
+
+// Sets p's YaRN fields as ggml does (rope_yarn_corr_dims): correction dims
+// from the original context length and the beta_fast / beta_slow rotation
+// counts, and mscale = attn_factor * (1 + 0.1 ln(1 / freq_scale)) when the
+// context is stretched; ext_factor 0 sets only mscale = attn_factor.
+// p.rot_dim, freq_base and freq_scale must be set.
+void set_yarn(RopeParams& p, int32_t n_ctx_orig, float ext_factor, float beta_fast, float beta_slow, float attn_factor);
 
 // Rotates n_heads heads of head_dim at `x` (contiguous) for position pos.
 void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p);
@@ -31,6 +45,10 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU; the tanh approximation, as
 // Gemma and llama.cpp use). Portable code for now (no per-ISA variant).
 void geglu(const float* gate, const float* up, float* out, int64_t n);
+
+// gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7),
+// out = g * sigmoid(1.702 g) * (u + 1). Portable code.
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 
 // a[i] += b[i]
 void add_inplace(float* a, const float* b, int64_t n);

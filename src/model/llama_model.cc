@@ -93,12 +93,22 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     m->output_ = m->tok_embd_;  // tied embeddings
   }
   PAGODA_RETURN_IF_ERROR(vector("rope_freqs.weight", cfg.rope_dim / 2, &m->rope_freqs_, false));
+  for (const bool local : {false, true}) {
+    kernels::RopeParams& rp = local ? m->rope_local_ : m->rope_global_;
+    rp.style = cfg.rope_style;
+    rp.rot_dim = cfg.rope_dim;
+    rp.freq_base = local ? cfg.rope_freq_base_swa : cfg.rope_freq_base;
+    rp.freq_scale = local ? cfg.rope_freq_scale_swa : cfg.rope_freq_scale;
+    rp.freq_factors = m->rope_freqs_;
+    kernels::set_yarn(rp, cfg.rope_orig_ctx, cfg.rope_ext_factor, cfg.yarn_beta_fast, cfg.yarn_beta_slow,
+                      cfg.rope_attn_factor);
+  }
   m->layers_.resize(cfg.num_layers);
   for (int32_t i = 0; i < cfg.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     Layer& l = m->layers_[i];
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm.weight", cfg.hidden_size, &l.attn_norm, true));
-    PAGODA_RETURN_IF_ERROR(vector(p + "ffn_norm.weight", cfg.hidden_size, &l.ffn_norm, true));
+    PAGODA_RETURN_IF_ERROR(vector(p + cfg.ffn_norm_name + ".weight", cfg.hidden_size, &l.ffn_norm, true));
     PAGODA_RETURN_IF_ERROR(matrix(p + "attn_q.weight", cfg.hidden_size, cfg.q_dim(), &l.wq));
     PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.hidden_size, cfg.kv_dim(), &l.wk));
     PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.hidden_size, cfg.kv_dim(), &l.wv));
@@ -108,6 +118,11 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
       PAGODA_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", cfg.hidden_size, cfg.expert_ffn_size, &l.exp_gate));
       PAGODA_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", cfg.hidden_size, cfg.expert_ffn_size, &l.exp_up));
       PAGODA_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", cfg.expert_ffn_size, cfg.hidden_size, &l.exp_down));
+      const int64_t ne = cfg.num_experts;
+      PAGODA_RETURN_IF_ERROR(vector(p + "ffn_gate_inp.bias", ne, &l.router_bias, false));
+      PAGODA_RETURN_IF_ERROR(vector(p + "ffn_gate_exps.bias", ne * cfg.expert_ffn_size, &l.exp_gate_bias, false));
+      PAGODA_RETURN_IF_ERROR(vector(p + "ffn_up_exps.bias", ne * cfg.expert_ffn_size, &l.exp_up_bias, false));
+      PAGODA_RETURN_IF_ERROR(vector(p + "ffn_down_exps.bias", ne * cfg.hidden_size, &l.exp_down_bias, false));
     } else {
       PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", cfg.hidden_size, cfg.ffn_size, &l.w_gate));
       PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.hidden_size, cfg.ffn_size, &l.w_up));
@@ -116,6 +131,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_output.bias", cfg.hidden_size, &l.bo, false));
+    PAGODA_RETURN_IF_ERROR(vector(p + "attn_sinks.weight", cfg.num_heads, &l.sinks, cfg.has_attn_sinks));
     if (cfg.has_post_norms) {
       PAGODA_RETURN_IF_ERROR(vector(p + "post_attention_norm.weight", cfg.hidden_size, &l.attn_post_norm, true));
       PAGODA_RETURN_IF_ERROR(vector(p + "post_ffw_norm.weight", cfg.hidden_size, &l.ffn_post_norm, true));
@@ -186,12 +203,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   }
 
   const bool sliding = c.is_sliding(il);
-  kernels::RopeParams rp;
-  rp.style = c.rope_style;
-  rp.rot_dim = c.rope_dim;
-  rp.freq_base = sliding ? c.rope_freq_base_swa : c.rope_freq_base;
-  rp.freq_scale = sliding ? 1.0f : c.rope_freq_scale;
-  rp.freq_factors = rope_freqs_;
+  const kernels::RopeParams& rp = sliding ? rope_local_ : rope_global_;
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = &ws_.q[t * c.q_dim()];
@@ -228,17 +240,26 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
                                &batch.positions[s.token_begin], s.num_tokens, c.num_heads, scale,
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
-                               sliding ? c.sliding_window : 0);
+                               {.window = sliding ? c.sliding_window : 0, .sinks = l.sinks});
     }
   });
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-    if (l.attn_post_norm)
-      for (int64_t t = t0; t < t1; ++t)
-        kernels::rms_norm(&ws_.h[t * c.hidden_size], l.attn_post_norm, &ws_.h[t * c.hidden_size], c.hidden_size,
-                          c.rms_eps);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* h = &ws_.h[t * c.hidden_size];
+      if (l.bo) kernels::add_inplace(h, l.bo, c.hidden_size);
+      if (l.attn_post_norm) kernels::rms_norm(h, l.attn_post_norm, h, c.hidden_size, c.rms_eps);
+    }
     kernels::add_inplace(&ws_.x[t0 * c.hidden_size], &ws_.h[t0 * c.hidden_size], (t1 - t0) * c.hidden_size);
   });
+}
+
+void LlamaModel::activate(float* gate, const float* up, int64_t n) const {
+  switch (config_.ffn_act) {
+    case FfnActivation::kSwiGLU: kernels::swiglu(gate, up, gate, n); break;
+    case FfnActivation::kGeGLU: kernels::geglu(gate, up, gate, n); break;
+    case FfnActivation::kSwiGLUOai: kernels::swiglu_oai(gate, up, gate, n); break;
+  }
 }
 
 void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
@@ -246,9 +267,11 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   const int32_t ne = c.num_experts, k = c.num_experts_used, hs = c.hidden_size, fs = c.expert_ffn_size;
   ws_.router.resize(static_cast<size_t>(n) * ne);
   kernels::matmul(l.router, ws_.h.data(), hs, n, ws_.router.data(), ne, pool);
-  // Route: softmax over all experts, the top k (lowest index on ties), their
-  // probabilities renormalised to sum 1. Then each expert runs once over the
-  // tokens routed to it (its weights read once per step).
+  // Route: the top k router logits (plus the router bias; lowest index on
+  // ties), weighted by the softmax over those k — the same as qwen3moe's
+  // softmax over all experts renormalised over the chosen ones. Then each
+  // expert runs once over the tokens routed to it (its weights read once per
+  // step).
   auto& routed = ws_.moe_routed;  // kept across steps: no allocation once warm
   routed.resize(static_cast<size_t>(ne));
   for (auto& r : routed) r.clear();
@@ -256,16 +279,15 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   order.resize(static_cast<size_t>(ne));
   for (int64_t t = 0; t < n; ++t) {
     float* p = &ws_.router[static_cast<size_t>(t) * ne];
-    const float mx = *std::max_element(p, p + ne);
-    double sum = 0;
-    for (int32_t e = 0; e < ne; ++e) sum += p[e] = std::exp(p[e] - mx);
-    for (int32_t e = 0; e < ne; ++e) p[e] = static_cast<float>(p[e] / sum);
+    if (l.router_bias) kernels::add_inplace(p, l.router_bias, ne);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float chosen = 0;
-    for (int32_t j = 0; j < k; ++j) chosen += p[order[j]];
-    for (int32_t j = 0; j < k; ++j) routed[order[j]].push_back({t, p[order[j]] / chosen});
+    const float mx = p[order[0]];
+    double sum = 0;
+    for (int32_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(p[order[j]] - mx));
+    for (int32_t j = 0; j < k; ++j)
+      routed[order[j]].push_back({t, static_cast<float>(std::exp(static_cast<double>(p[order[j]] - mx)) / sum)});
   }
   for (int32_t e = 0; e < ne; ++e) {
     const auto& toks = routed[static_cast<size_t>(e)];
@@ -280,13 +302,18 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
     float* y[] = {ws_.moe_gate.data(), ws_.moe_up.data()};
     const int64_t stride[] = {fs, fs};
     kernels::matmul_fused(w, 2, ws_.moe_in.data(), hs, m, y, stride, pool);
-    kernels::swiglu(ws_.moe_gate.data(), ws_.moe_up.data(), ws_.moe_gate.data(), m * fs);
+    for (int64_t r = 0; r < m; ++r) {
+      if (l.exp_gate_bias) kernels::add_inplace(&ws_.moe_gate[r * fs], l.exp_gate_bias + int64_t{e} * fs, fs);
+      if (l.exp_up_bias) kernels::add_inplace(&ws_.moe_up[r * fs], l.exp_up_bias + int64_t{e} * fs, fs);
+    }
+    activate(ws_.moe_gate.data(), ws_.moe_up.data(), m * fs);
     kernels::matmul(l.exp_down[e], ws_.moe_gate.data(), fs, m, ws_.moe_out.data(), hs, pool);
+    const float* down_bias = l.exp_down_bias ? l.exp_down_bias + int64_t{e} * hs : nullptr;
     for (int64_t r = 0; r < m; ++r) {
       float* x = &ws_.x[toks[r].first * hs];
       const float* d = &ws_.moe_out[r * hs];
       const float wgt = toks[r].second;
-      for (int32_t i = 0; i < hs; ++i) x[i] += wgt * d[i];
+      for (int32_t i = 0; i < hs; ++i) x[i] += wgt * (down_bias ? d[i] + down_bias[i] : d[i]);
     }
   }
 }
@@ -319,12 +346,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     const int64_t stride[] = {c.ffn_size, c.ffn_size};
     kernels::matmul_fused(w, 2, ws_.h.data(), c.hidden_size, n, y, stride, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
-      float* g = &ws_.gate[t0 * c.ffn_size];
-      if (c.ffn_gelu) {
-        kernels::geglu(g, &ws_.up[t0 * c.ffn_size], g, (t1 - t0) * c.ffn_size);
-      } else {
-        kernels::swiglu(g, &ws_.up[t0 * c.ffn_size], g, (t1 - t0) * c.ffn_size);
-      }
+      activate(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], (t1 - t0) * c.ffn_size);
     });
     kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {

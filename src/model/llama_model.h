@@ -1,4 +1,5 @@
-// The llama-family decoder (llama 1-3, mistral-style, qwen2): weights bound
+// The decoder-only transformer family (llama 1-3, qwen2/3, gemma3, qwen3moe,
+// gpt-oss; ModelConfig says what differs): weights bound
 // from GGUF and one forward pass over a flat batch through the paged KV cache.
 #pragma once
 
@@ -50,8 +51,16 @@ class LlamaModel {
     const float* k_norm = nullptr;
     const float* attn_post_norm = nullptr;  // [hidden], gemma3
     const float* ffn_post_norm = nullptr;
-    kernels::WeightView router;                                   // MoE: [hidden -> num_experts]
+    const float* bo = nullptr;     // [hidden] attention output bias, gpt-oss
+    const float* sinks = nullptr;  // [num_heads] sink logits, gpt-oss
+    kernels::WeightView router;    // MoE: [hidden -> num_experts]
+    const float* router_bias = nullptr;
     std::vector<kernels::WeightView> exp_gate, exp_up, exp_down;  // one per expert
+    // Optional expert biases, [num_experts][expert_ffn_size] (gate, up) and
+    // [num_experts][hidden] (down).
+    const float* exp_gate_bias = nullptr;
+    const float* exp_up_bias = nullptr;
+    const float* exp_down_bias = nullptr;
   };
   struct Workspace {
     int64_t capacity = 0;
@@ -64,6 +73,8 @@ class LlamaModel {
   LlamaModel() = default;
   void ensure_workspace(int64_t n_tokens);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
+  // gate[i] = act(gate[i], up[i]) with the model's FFN activation.
+  void activate(float* gate, const float* up, int64_t n) const;
   // ws_.x += MoE FFN of ws_.h (normed input) over n tokens.
   void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
 
@@ -72,6 +83,7 @@ class LlamaModel {
   kernels::WeightView tok_embd_, output_;
   const float* output_norm_ = nullptr;
   const float* rope_freqs_ = nullptr;
+  kernels::RopeParams rope_global_, rope_local_;  // global and sliding-window layers
   std::vector<Layer> layers_;
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;

@@ -18,22 +18,26 @@ Status require_int(const gguf::GGUFFile& f, const std::string& key, int32_t* out
   return Status::ok();
 }
 
-// What differs between the supported architectures (llama.cpp's names).
+// What differs between the supported architectures (llama.cpp's names and
+// defaults).
 struct ArchTraits {
   const char* name;
-  kernels::RopeStyle rope_style;
-  bool qkv_bias;
-  bool qk_norm;
-  float default_rms_eps;
-  bool gemma = false;  // embedding scale, post norms, GeGLU, sliding-window layers
-  bool moe = false;    // mixture-of-experts FFN
+  kernels::RopeStyle rope_style = kernels::RopeStyle::kHalfSplit;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  float default_rms_eps = 1e-6f;
+  bool gemma = false;      // embedding scale, post norms, GeGLU, local layers with their own rope
+  bool moe = false;        // mixture-of-experts FFN
+  bool gpt_oss = false;    // sinks, clamped SwiGLU experts, post_attention_norm before the FFN
+  int32_t swa_period = 0;  // > 0: sliding-window layers, this period unless the file says
 };
 constexpr ArchTraits kArchs[] = {
-    {"llama", kernels::RopeStyle::kInterleaved, false, false, 1e-5f},
-    {"qwen2", kernels::RopeStyle::kHalfSplit, true, false, 1e-6f},
-    {"qwen3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f},
-    {"gemma3", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f, true},
-    {"qwen3moe", kernels::RopeStyle::kHalfSplit, false, true, 1e-6f, false, true},
+    {.name = "llama", .rope_style = kernels::RopeStyle::kInterleaved, .default_rms_eps = 1e-5f},
+    {.name = "qwen2", .qkv_bias = true},
+    {.name = "qwen3", .qk_norm = true},
+    {.name = "gemma3", .qk_norm = true, .gemma = true, .swa_period = 6},
+    {.name = "qwen3moe", .qk_norm = true, .moe = true},
+    {.name = "gpt-oss", .default_rms_eps = 1e-5f, .moe = true, .gpt_oss = true, .swa_period = 2},
 };
 
 }  // namespace
@@ -69,16 +73,24 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   if (c.rope_dim > c.head_dim || c.rope_dim % 2)
     return invalid_argument("rope.dimension_count must be even and <= head dim");
   if (auto base = f.get_float(p + "rope.freq_base")) c.rope_freq_base = static_cast<float>(*base);
-  if (auto type = f.get_string(p + "rope.scaling.type")) {
-    if (*type == "linear") {
-      if (auto factor = f.get_float(p + "rope.scaling.factor"); factor && *factor > 0)
-        c.rope_freq_scale = static_cast<float>(1.0 / *factor);
-    } else if (*type != "none") {
-      return unimplemented("unsupported rope scaling type '" + *type + "'");
-    }
+  auto factor = f.get_float(p + "rope.scaling.factor");
+  if (!factor) factor = f.get_float(p + "rope.scale_linear");  // the older key
+  if (factor && *factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / *factor);
+  const std::string scaling = f.get_string(p + "rope.scaling.type").value_or("linear");
+  if (scaling == "none") {
+    c.rope_freq_scale = 1.0f;
+  } else if (scaling == "yarn") {
+    c.rope_ext_factor = 1.0f;
+    c.rope_orig_ctx = c.train_context_len;
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "rope.scaling.original_context_length", &c.rope_orig_ctx, false));
+    c.yarn_beta_fast = static_cast<float>(f.get_float(p + "rope.scaling.yarn_beta_fast").value_or(32.0));
+    c.yarn_beta_slow = static_cast<float>(f.get_float(p + "rope.scaling.yarn_beta_slow").value_or(1.0));
+    if (f.get_float(p + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0)
+      return unimplemented("rope scaling yarn with yarn_log_multiplier (DeepSeek-style) is not supported");
+  } else if (scaling != "linear") {
+    return unimplemented("unsupported rope scaling type '" + scaling + "'");
   }
-  if (auto scale = f.get_float(p + "rope.scale_linear"); scale && *scale > 0)
-    c.rope_freq_scale = static_cast<float>(1.0 / *scale);
+  c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
   c.rope_style = traits->rope_style;
   c.has_qkv_bias = traits->qkv_bias;
   c.has_qk_norm = traits->qk_norm;
@@ -89,14 +101,26 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_feed_forward_length", &c.expert_ffn_size));
     if (c.num_experts_used > c.num_experts) return invalid_argument("expert_used_count exceeds expert_count");
   }
+  if (traits->swa_period > 0) {
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window", &c.sliding_window, false));
+    c.swa_period = traits->swa_period;  // llama.cpp's default when the file does not say
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window_pattern", &c.swa_period, false));
+  }
+  // Local layers rope like the global ones unless the architecture or the file says otherwise.
+  c.rope_freq_base_swa = c.rope_freq_base;
+  c.rope_freq_scale_swa = c.rope_freq_scale;
   if (traits->gemma) {
     c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
     c.has_post_norms = true;
-    c.ffn_gelu = true;
-    PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window", &c.sliding_window, false));
-    c.swa_period = 6;  // llama.cpp's default when the file does not say
-    PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window_pattern", &c.swa_period, false));
-    c.rope_freq_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+    c.ffn_act = FfnActivation::kGeGLU;
+    c.rope_freq_base_swa = 10000.0f;
+    c.rope_freq_scale_swa = 1.0f;
+  }
+  if (auto base = f.get_float(p + "rope.freq_base_swa")) c.rope_freq_base_swa = static_cast<float>(*base);
+  if (traits->gpt_oss) {
+    c.ffn_act = FfnActivation::kSwiGLUOai;
+    c.ffn_norm_name = "post_attention_norm";
+    c.has_attn_sinks = true;
   }
   const auto* tok = f.tensor("token_embd.weight");
   if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");

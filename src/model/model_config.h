@@ -9,8 +9,12 @@
 
 namespace pagoda {
 
+// The gated FFN's activation: silu(gate) * up, gelu_tanh(gate) * up (gemma3),
+// or gpt-oss's clamped SwiGLU (kernels::swiglu_oai).
+enum class FfnActivation { kSwiGLU, kGeGLU, kSwiGLUOai };
+
 struct ModelConfig {
-  std::string arch;  // "llama" or "qwen2"
+  std::string arch;  // general.architecture (model_config.cc lists the supported ones)
   std::string name;
   int32_t vocab_size = 0;
   int32_t train_context_len = 0;
@@ -25,24 +29,36 @@ struct ModelConfig {
   int32_t rope_dim = 0;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
+  // YaRN (rope.scaling.type yarn): rope_ext_factor 1, kernels::set_yarn's inputs.
+  float rope_ext_factor = 0;
+  int32_t rope_orig_ctx = 0;
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+  float rope_attn_factor = 1.0f;
   bool has_qkv_bias = false;
   bool has_qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3, gemma3)
   // Gemma 3: embeddings times embed_scale (0: none), RMSNorm after attention
   // and after the FFN (before each residual add), GeGLU instead of SwiGLU.
   float embed_scale = 0;
   bool has_post_norms = false;
-  bool ffn_gelu = false;
-  // Interleaved sliding-window attention: with sliding_window > 0, layer il
-  // is local iff il % swa_period < swa_period - 1; local layers see the last
-  // sliding_window positions, use rope_freq_base_swa and no rope scaling.
-  // Mixture of experts (qwen3moe): num_experts > 0 replaces the dense FFN;
-  // softmax router, top num_experts_used, their weights renormalised.
+  FfnActivation ffn_act = FfnActivation::kSwiGLU;
+  // The pre-FFN norm's tensor (blk.N.<name>.weight): gpt-oss calls it
+  // post_attention_norm.
+  std::string ffn_norm_name = "ffn_norm";
+  // gpt-oss: a learned sink logit per head in every layer's softmax.
+  bool has_attn_sinks = false;
+  // Mixture of experts (qwen3moe, gpt-oss): num_experts > 0 replaces the
+  // dense FFN; router logits (plus a bias when the file has one), the top
+  // num_experts_used, weighted by the softmax over those selected.
   int32_t num_experts = 0;
   int32_t num_experts_used = 0;
   int32_t expert_ffn_size = 0;
+  // Interleaved sliding-window attention: with sliding_window > 0, layer il
+  // is local iff il % swa_period < swa_period - 1; local layers see the last
+  // sliding_window positions and use rope_freq_base_swa / _scale_swa.
   int32_t sliding_window = 0;
   int32_t swa_period = 0;
   float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
 
   int32_t q_dim() const { return num_heads * head_dim; }
   bool is_sliding(int32_t layer) const {

@@ -4,7 +4,9 @@
 // chunks, and one token at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -56,6 +58,8 @@ TEST_P(ArchFixture, LogitsMatchLlamaCpp) {
       max_abs = std::max(max_abs, std::fabs(want[j]));
       max_diff = std::max(max_diff, std::fabs(want[j] - (*got)[j]));
     }
+    std::printf("[ diff ] %s prompt %zu: max |diff| %.3g = %.3g x max |logit|\n", GetParam().c_str(), i, max_diff,
+                max_diff / max_abs);
     EXPECT_LE(max_diff, 1e-3f * max_abs) << GetParam() << " prompt " << i;
   }
 }
@@ -105,8 +109,12 @@ TEST(ArchFixtureUnsupported, ErrorNamesTheArchitecture) {
   EXPECT_NE(runner.status().message().find("qwen3moe"), std::string::npos) << runner.status().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture, ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture, ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe", "gpt-oss"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');  // gtest names: [A-Za-z0-9_]
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace pagoda

@@ -36,11 +36,12 @@ struct Case {
   float q_gain = 1.0f;  // > 1 makes scores large and the softmax peaky
   bool f16 = false;     // cache holds IEEE half (the reference reads the same halves)
   int32_t window = 0;   // sliding window (0: none)
+  bool sinks = false;   // random per-head sink logits
   std::string describe() const {
-    char buf[220];
-    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s window=%d",
+    char buf[240];
+    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s window=%d%s",
                   head_dim, n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0],
-                  q_gain, f16 ? " f16" : "", window);
+                  q_gain, f16 ? " f16" : "", window, sinks ? " sinks" : "");
     return buf;
   }
 };
@@ -107,9 +108,13 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
     for (int64_t x = 0; x < row; ++x) q[i * q_stride + x] = u(rng) * c.q_gain;
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  std::vector<float> sinks(c.n_heads);
+  std::normal_distribution<float> sink_logit(0.0f, 2.0f);
+  for (float& s : sinks) s = sink_logit(rng);
+  const AttentionOptions options{c.window, c.sinks ? sinks.data() : nullptr};
   std::vector<float> want(n_q * out_stride, kSentinel);
   ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q, c.n_heads, scale,
-                       want.data(), out_stride, kv_begin, kv_end, c.window);
+                       want.data(), out_stride, kv_begin, kv_end, options);
   float max_want = 0;
   for (float w : want) {
     if (w != kSentinel) max_want = std::max(max_want, std::fabs(w));
@@ -124,7 +129,7 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
     scratch.back() = canary;
     std::vector<float> got(n_q * out_stride, kSentinel);
     paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q, c.n_heads, scale,
-                    got.data(), out_stride, kv_begin, kv_end, scratch.data(), c.window);
+                    got.data(), out_stride, kv_begin, kv_end, scratch.data(), options);
     if (scratch.back() != canary) {
       ADD_FAILURE() << "kernel wrote past its scratch";
       return INFINITY;
@@ -303,6 +308,37 @@ TEST_F(PagedAttention, SlidingWindowMatchesReference) {
   }
 }
 
+TEST_F(PagedAttention, SinksMatchReference) {
+  // Learned sink logits (gpt-oss), with and without a sliding window, on
+  // both the per-key and the transposed-tile paths.
+  const uint32_t seed = 9700;
+  std::printf("[ seed ] %u\n", seed);
+  std::mt19937 rng(seed);
+  for (int t = 0; t < 40; ++t) {
+    Case c = random_case(rng, 130, 6, 300);
+    c.sinks = true;
+    if (t % 2) c.window = 1 + static_cast<int32_t>(rng() % (c.kv_len + 8));
+    check_case(c, seed + 1 + t);
+  }
+}
+
+TEST_F(PagedAttention, SinkScalesTheOutputDown) {
+  // One key and a sink logit s: softmax weight 1 / (1 + exp(s - score)) on the value.
+  Case c{16, 2, 1, 4, 1, {0}};
+  std::mt19937 rng(9800);
+  Fixture f(c, rng);
+  std::vector<float> q(2 * 16, 0.0f), got(q.size());  // score 0 for every key
+  const float sinks[2] = {0.0f, std::log(3.0f)};      // weights 1/2 and 1/4
+  std::vector<float> scratch(paged_attention_scratch_floats(1, 2, 16, 4));
+  paged_attention(f.view, f.table.data(), 1, q.data(), 0, c.q_pos.data(), 1, 2, 0.25f, got.data(), 0, 0, 1,
+                  scratch.data(), {.sinks = sinks});
+  const size_t off = f.table[0].value * f.view.block_stride;
+  for (int32_t d = 0; d < 16; ++d) {
+    EXPECT_NEAR(got[d], 0.5f * f.v[off + d], 1e-6f);
+    EXPECT_NEAR(got[16 + d], 0.25f * f.v[off + d], 1e-6f);
+  }
+}
+
 TEST_F(PagedAttention, WindowOfOneIsTheValueItself) {
   // A window of one: each query sees only its own key, so the output is that value.
   Case c{16, 4, 2, 4, 70, range(0, 70)};
@@ -312,7 +348,7 @@ TEST_F(PagedAttention, WindowOfOneIsTheValueItself) {
   std::vector<float> q(70 * 4 * 16, 0.3f), got(q.size());
   std::vector<float> scratch(paged_attention_scratch_floats(70, 4, 16, 4));
   paged_attention(f.view, f.table.data(), 70, q.data(), 64, c.q_pos.data(), 70, 4, 0.25f, got.data(), 64, 0, 2,
-                  scratch.data(), 1);
+                  scratch.data(), {.window = 1});
   for (int32_t p = 0; p < 70; ++p)
     for (int32_t h = 0; h < 4; ++h) {
       const size_t off = f.table[p / 4].value * f.view.block_stride + (static_cast<size_t>(h / 2) * 4 + p % 4) * 16;

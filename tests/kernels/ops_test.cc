@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/fast_exp.h"
@@ -63,6 +65,63 @@ TEST(Geglu, MatchesDoubleTanhGelu) {
       const double want = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
       EXPECT_NEAR(out[i], want, 1e-5 * (1 + std::fabs(want))) << i;
     }
+  }
+}
+
+TEST(SwigluOai, ClampsGateAndUp) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 6.0f);  // many values past the +-7 limits
+  std::vector<float> g(257), u(257), out(257);
+  for (auto& v : g) v = nd(rng);
+  for (auto& v : u) v = nd(rng);
+  g[0] = 50.0f, u[0] = -50.0f;  // both clamped: 7 * sigmoid(11.9) * (-6)
+  swiglu_oai(g.data(), u.data(), out.data(), 257);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double gd = std::min<double>(g[i], 7.0);
+    const double ud = std::clamp<double>(u[i], -7.0, 7.0);
+    const double want = gd / (1.0 + std::exp(-1.702 * gd)) * (ud + 1.0);
+    EXPECT_NEAR(out[i], want, 1e-5 * (1 + std::fabs(want))) << i;
+  }
+  EXPECT_NEAR(out[0], 7.0 / (1.0 + std::exp(-1.702 * 7.0)) * -6.0, 1e-4);
+}
+
+// The angle pair i of one head turns by at position pos, and the pair's
+// length after rotating the unit vector (1, 0).
+std::pair<double, double> rope_angle(const RopeParams& p, int32_t pos, int32_t i) {
+  std::vector<float> x(p.rot_dim, 0.0f);
+  x[i] = 1.0f;  // half-split style: pair (i, i + rot_dim / 2)
+  rope(x.data(), 1, p.rot_dim, pos, p);
+  return {std::atan2(x[i + p.rot_dim / 2], x[i]), std::hypot(x[i], x[i + p.rot_dim / 2])};
+}
+
+TEST(Rope, YarnBlendsExtrapolatedAndInterpolatedAngles) {
+  RopeParams p;
+  p.style = RopeStyle::kHalfSplit;
+  p.rot_dim = 64;
+  p.freq_base = 10000.0f;
+  p.freq_scale = 1.0f / 32;
+  set_yarn(p, 4096, 1.0f, 32.0f, 1.0f, 1.0f);
+  // corr_dim(b) = 64 ln(4096 / (2 pi b)) / (2 ln 1e4): 10.47 for b = 32, 22.51 for b = 1.
+  EXPECT_EQ(p.yarn_low, 10.0f);
+  EXPECT_EQ(p.yarn_high, 23.0f);
+  const double mscale = 1 + 0.1 * std::log(32.0);
+  const int32_t pos = 3;
+  for (int32_t i = 0; i < 32; ++i) {
+    const double extrap = pos * std::pow(10000.0, -2.0 * i / 64);
+    const double ramp = 1 - std::clamp((i - 10.0) / 13.0, 0.0, 1.0);
+    const double want = extrap / 32 * (1 - ramp) + extrap * ramp;  // up to pair 10 unscaled, from 23 scaled
+    auto [angle, len] = rope_angle(p, pos, i);
+    EXPECT_NEAR(angle, std::remainder(want, 2 * M_PI), 1e-5) << i;
+    EXPECT_NEAR(len, mscale, 1e-5) << i;
+  }
+  // Without the extrapolation blend it is linear scaling, and unit length.
+  RopeParams linear = p;
+  linear.ext_factor = 0;
+  linear.mscale = 1;
+  for (int32_t i : {0, 9, 31}) {
+    auto [angle, len] = rope_angle(linear, pos, i);
+    EXPECT_NEAR(angle, std::remainder(pos * std::pow(10000.0, -2.0 * i / 64) / 32, 2 * M_PI), 1e-5) << i;
+    EXPECT_NEAR(len, 1.0, 1e-6);
   }
 }
 

@@ -221,8 +221,14 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   const int32_t group = a.n_heads / kv.num_kv_heads;
   const int32_t rows = (q_end - q_begin) * group;
   std::fill(st.acc, st.acc + static_cast<size_t>(rows) * hd, 0.0f);
-  std::fill(st.m, st.m + rows, -INFINITY);
-  std::fill(st.l, st.l + rows, 0.0f);
+  if (a.sinks) {
+    // The sink starts each row's softmax: running max its logit, sum exp(0).
+    for (int32_t r = 0; r < rows; ++r) st.m[r] = a.sinks[kvh * group + r % group];
+    std::fill(st.l, st.l + rows, 1.0f);
+  } else {
+    std::fill(st.m, st.m + rows, -INFINITY);
+    std::fill(st.l, st.l + rows, 0.0f);
+  }
   int32_t max_pos = -1, min_lo = INT32_MAX;
   for (int32_t i = q_begin; i < q_end; ++i) {
     max_pos = std::max(max_pos, a.q_pos[i]);

@@ -71,8 +71,9 @@ struct AttentionArgs {
   float* out = nullptr;
   int64_t out_stride = 0;
   int32_t kv_head_begin = 0, kv_head_end = 0;
-  float* scratch = nullptr;  // paged_attention_scratch_floats(...) floats
-  int32_t window = 0;        // > 0: query at p sees keys (p - window, p] only
+  float* scratch = nullptr;      // paged_attention_scratch_floats(...) floats
+  int32_t window = 0;            // > 0: query at p sees keys (p - window, p] only
+  const float* sinks = nullptr;  // [n_heads] sink logits, or null
 };
 using AttentionFn = void (*)(const AttentionArgs& args);
 

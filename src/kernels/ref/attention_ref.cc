@@ -11,7 +11,8 @@ namespace pagoda::ref {
 
 void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
-                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, int32_t window) {
+                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end,
+                     const kernels::AttentionOptions& options) {
   PAGODA_CHECK(kv.num_kv_heads > 0 && n_heads % kv.num_kv_heads == 0);
   PAGODA_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= kv.num_kv_heads);
   const int32_t group = n_heads / kv.num_kv_heads;
@@ -28,7 +29,7 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
   std::vector<double> acc(hd);
   for (int32_t i = 0; i < n_q; ++i) {
     PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
-    const int32_t first = window > 0 ? std::max(0, q_pos[i] - window + 1) : 0;  // sliding window
+    const int32_t first = options.window > 0 ? std::max(0, q_pos[i] - options.window + 1) : 0;  // sliding window
     const int32_t n_keys = q_pos[i] + 1;
     for (int32_t h = kv_head_begin * group; h < kv_head_end * group; ++h) {
       scores.assign(n_keys, -INFINITY);  // keys before the window stay out
@@ -42,7 +43,9 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
         scores[j] = dot * scale;
         max_score = std::max(max_score, scores[j]);
       }
-      double sum = 0;
+      const double sink = options.sinks ? options.sinks[h] : -INFINITY;  // a score without a value
+      max_score = std::max(max_score, sink);
+      double sum = std::exp(sink - max_score);
       for (double& s : scores) {
         s = std::exp(s - max_score);
         sum += s;

@@ -12,6 +12,7 @@ namespace pagoda::ref {
 // Same contract as kernels::paged_attention, without the scratch buffer.
 void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
                      int64_t q_stride, const int32_t* q_pos, int32_t n_q, int32_t n_heads, float scale, float* out,
-                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end, int32_t window = 0);
+                     int64_t out_stride, int32_t kv_head_begin, int32_t kv_head_end,
+                     const kernels::AttentionOptions& options = {});
 
 }  // namespace pagoda::ref
