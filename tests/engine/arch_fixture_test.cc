@@ -15,6 +15,7 @@
 #include "../shared_files.h"
 #include "engine/prompt_logits.h"
 #include "engine_test_util.h"
+#include "kv/kv_storage.h"
 
 namespace pagoda {
 namespace {
@@ -64,39 +65,78 @@ TEST_P(ArchFixture, LogitsMatchLlamaCpp) {
   }
 }
 
-// Greedy tokens of the fixture's prompts on an engine with this step budget.
-std::vector<std::vector<int32_t>> greedy(const std::string& path, const json& prompts, int32_t budget, int n) {
+// How greedy() runs the fixture's prompts.
+struct GreedyRun {
+  const char* name;
+  int32_t budget;     // max_num_batched_tokens: chunked prefill below the prompt length
+  int32_t kv_blocks;  // KV cache size in 16-token blocks: small ones force preemption
+  PreemptMode mode = PreemptMode::kRecompute;
+  bool twice = false;  // every prompt twice (the copies hit the prefix cache)
+};
+
+// Greedy tokens of the fixture's prompts (each run to n tokens), all in one
+// engine; `preemptions` gets the scheduler's count.
+std::vector<std::vector<int32_t>> greedy(const std::string& path, const json& prompts, const GreedyRun& run, int n,
+                                         int64_t* preemptions) {
   SchedulerConfig sched;
-  sched.max_num_batched_tokens = budget;
-  auto e = testing_util::make_engine(path, 16 << 20, 16, sched);
-  std::vector<std::vector<int32_t>> out(prompts.size());
+  sched.max_num_batched_tokens = run.budget;
+  sched.preempt_mode = run.mode;
+  auto probe = make_logits_runner(path, 16, 1);
+  EXPECT_TRUE(probe.is_ok());
+  const ModelConfig& mc = probe->runner->config();
+  const int64_t block_bytes = KVStorage::bytes_per_block(mc.num_layers, 16, mc.num_kv_heads, mc.head_dim);
+  auto e = testing_util::make_engine(path, run.kv_blocks * block_bytes, 16, sched,
+                                     run.mode == PreemptMode::kSwap ? 64 * block_bytes : 0);
+  const size_t copies = run.twice ? 2 : 1;
+  std::vector<std::vector<int32_t>> out(prompts.size() * copies);
   std::vector<RequestId> ids;
-  for (const json& p : prompts) {
-    RequestSpec spec;
-    spec.prompt = p.get<std::vector<int32_t>>();
-    spec.max_tokens = n;
-    spec.sampling.temperature = 0;
-    spec.ignore_eos = true;
-    auto id = e->add_request(spec);
-    EXPECT_TRUE(id.is_ok()) << id.status().message();
-    ids.push_back(*id);
-  }
-  while (e->has_unfinished())
+  for (size_t c = 0; c < copies; ++c)
+    for (const json& p : prompts) {
+      RequestSpec spec;
+      spec.prompt = p.get<std::vector<int32_t>>();
+      spec.max_tokens = n;
+      spec.sampling.temperature = 0;
+      spec.ignore_eos = true;
+      auto id = e->add_request(spec);
+      EXPECT_TRUE(id.is_ok()) << id.status().message();
+      ids.push_back(*id);
+    }
+  while (e->has_unfinished()) {
     for (const auto& o : e->step())
       for (size_t i = 0; i < ids.size(); ++i)
         if (o.id == ids[i]) out[i].insert(out[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+    EXPECT_TRUE(e->kv_manager().check_invariants().is_ok());
+  }
+  EXPECT_EQ(e->kv_manager().num_seqs(), 0);
+  *preemptions = e->scheduler().num_preemptions();
   return out;
 }
 
 TEST_P(ArchFixture, GreedyContinuationMatchesLlamaCpp) {
+  // Greedy output is independent of batching (all prompts in one batch,
+  // copies sharing cached prefixes), chunking (7 or 1 token per step) and
+  // preemption (recompute and swap under a KV cache smaller than the load).
   PAGODA_SKIP_WITHOUT_SHARED(dir() + "/model.gguf");
   const json prompts = read_json(shared_path(dir() + "/prompts.json"));
   const json want = read_json(shared_path(dir() + "/greedy.json"));
   const std::string model = shared_path(dir() + "/model.gguf");
-  for (int32_t budget : {2048, 7, 1}) {  // whole prompts, chunked prefill, one token per step
-    const auto got = greedy(model, prompts, budget, static_cast<int>(want[0].size()));
-    for (size_t i = 0; i < prompts.size(); ++i)
-      EXPECT_EQ(got[i], want[i].get<std::vector<int32_t>>()) << GetParam() << " prompt " << i << " budget " << budget;
+  const GreedyRun runs[] = {
+      {"whole", 2048, 64},
+      {"chunks_of_7", 7, 64},
+      {"token_at_a_time", 1, 64},
+      {"prefix_hits", 64, 64, PreemptMode::kRecompute, true},
+      {"preempt_recompute", 64, 9, PreemptMode::kRecompute, true},
+      {"preempt_swap", 64, 9, PreemptMode::kSwap, true},
+  };
+  for (const GreedyRun& run : runs) {
+    int64_t preemptions = 0;
+    const auto got = greedy(model, prompts, run, static_cast<int>(want[0].size()), &preemptions);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i], want[i % prompts.size()].get<std::vector<int32_t>>())
+          << GetParam() << " prompt " << i << " run " << run.name;
+    if (run.kv_blocks < 16) {
+      EXPECT_GT(preemptions, 0) << run.name << ": the KV cache should force preemption";
+    }
   }
 }
 
