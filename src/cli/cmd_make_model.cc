@@ -1,4 +1,4 @@
-// `pagoda make-model`: write a random-weight llama-family GGUF model.
+// `pagoda make-model`: write a random-weight GGUF model.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <climits>
@@ -25,7 +25,7 @@ int cmd_make_model(int argc, char** argv) {
     presets += n;
   }
 
-  CLI::App app{"Write a random-weight llama-family GGUF model (for tests and benchmarks).", "pagoda make-model"};
+  CLI::App app{"Write a random-weight GGUF model of a real shape (for tests and benchmarks).", "pagoda make-model"};
   std::string preset, dtype_name = "f32", out, vocab_from, arch, name;
   uint64_t seed = 42;
   bool tied = false;
@@ -39,7 +39,9 @@ int cmd_make_model(int argc, char** argv) {
   app.add_option("--vocab-from", vocab_from,
                  "copy the tokenizer of this GGUF file (sets vocab_size); default: a built-in byte-level BPE");
   app.add_option("--seed", seed, "random seed")->capture_default_str();
-  app.add_option("--arch", arch, "architecture: llama or qwen2 (default: llama)");
+  std::string archs;
+  for (const auto& a : supported_archs()) archs += (archs.empty() ? "" : ", ") + a;
+  app.add_option("--arch", arch, "architecture instead of the preset's: " + archs);
   app.add_option("--name", name, "general.name (default: pagoda-random-<preset>)");
   app.add_flag("--tied", tied, "tied embeddings: no output.weight");
   app.add_option("--threads", threads, "worker threads (default: physical cores)");

@@ -40,20 +40,53 @@ constexpr ArchTraits kArchs[] = {
     {.name = "gpt-oss", .default_rms_eps = 1e-5f, .moe = true, .gpt_oss = true, .swa_period = 2},
 };
 
+const ArchTraits* find_arch(std::string_view arch) {
+  for (const ArchTraits& t : kArchs)
+    if (arch == t.name) return &t;
+  return nullptr;
+}
+
 }  // namespace
+
+std::vector<std::string> supported_archs() {
+  std::vector<std::string> names;
+  for (const ArchTraits& t : kArchs) names.emplace_back(t.name);
+  return names;
+}
+
+bool arch_is_moe(std::string_view arch) {
+  const ArchTraits* t = find_arch(arch);
+  return t && t->moe;
+}
+
+Status set_arch_traits(ModelConfig* c, std::string_view arch) {
+  const ArchTraits* traits = find_arch(arch);
+  if (!traits) {
+    std::string supported;
+    for (const std::string& name : supported_archs()) supported += (supported.empty() ? "" : ", ") + name;
+    return unimplemented("unsupported architecture '" + std::string(arch) + "' (supported: " + supported + ")");
+  }
+  c->arch = std::string(arch);
+  c->rope_style = traits->rope_style;
+  c->has_qkv_bias = traits->qkv_bias;
+  c->has_qk_norm = traits->qk_norm;
+  c->rms_eps = traits->default_rms_eps;
+  c->swa_period = traits->swa_period;
+  c->has_post_norms = traits->gemma;
+  c->ffn_act = traits->gemma     ? FfnActivation::kGeGLU
+               : traits->gpt_oss ? FfnActivation::kSwiGLUOai
+                                 : FfnActivation::kSwiGLU;
+  c->ffn_norm_name = traits->gpt_oss ? "post_attention_norm" : "ffn_norm";
+  c->has_attn_sinks = traits->gpt_oss;
+  return Status::ok();
+}
 
 Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
   if (!arch) return invalid_argument("not a model file: no 'general.architecture' (a vocabulary-only GGUF?)");
-  c.arch = *arch;
-  const ArchTraits* traits = nullptr;
-  std::string supported;
-  for (const ArchTraits& t : kArchs) {
-    if (c.arch == t.name) traits = &t;
-    supported += std::string(supported.empty() ? "" : ", ") + t.name;
-  }
-  if (!traits) return unimplemented("unsupported architecture '" + c.arch + "' (supported: " + supported + ")");
+  PAGODA_RETURN_IF_ERROR(set_arch_traits(&c, *arch));
+  const ArchTraits* traits = find_arch(c.arch);
   c.name = f.get_string("general.name").value_or(c.arch);
   const std::string p = c.arch + ".";
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.hidden_size));
@@ -91,19 +124,15 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
     return unimplemented("unsupported rope scaling type '" + scaling + "'");
   }
   c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
-  c.rope_style = traits->rope_style;
-  c.has_qkv_bias = traits->qkv_bias;
-  c.has_qk_norm = traits->qk_norm;
-  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(traits->default_rms_eps));
+  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(c.rms_eps));
   if (traits->moe) {
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_count", &c.num_experts));
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_used_count", &c.num_experts_used));
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "expert_feed_forward_length", &c.expert_ffn_size));
     if (c.num_experts_used > c.num_experts) return invalid_argument("expert_used_count exceeds expert_count");
   }
-  if (traits->swa_period > 0) {
+  if (c.swa_period > 0) {  // the traits' period is llama.cpp's default when the file does not say
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window", &c.sliding_window, false));
-    c.swa_period = traits->swa_period;  // llama.cpp's default when the file does not say
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.sliding_window_pattern", &c.swa_period, false));
   }
   // Local layers rope like the global ones unless the architecture or the file says otherwise.
@@ -111,17 +140,10 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
   if (traits->gemma) {
     c.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
-    c.has_post_norms = true;
-    c.ffn_act = FfnActivation::kGeGLU;
     c.rope_freq_base_swa = 10000.0f;
     c.rope_freq_scale_swa = 1.0f;
   }
   if (auto base = f.get_float(p + "rope.freq_base_swa")) c.rope_freq_base_swa = static_cast<float>(*base);
-  if (traits->gpt_oss) {
-    c.ffn_act = FfnActivation::kSwiGLUOai;
-    c.ffn_norm_name = "post_attention_norm";
-    c.has_attn_sinks = true;
-  }
   const auto* tok = f.tensor("token_embd.weight");
   if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");
   c.vocab_size = static_cast<int32_t>(tok->dims[1]);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf_file.h"
@@ -66,6 +68,17 @@ struct ModelConfig {
   }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }
 };
+
+// Sets what is fixed by the architecture (llama.cpp's name): rope style,
+// biases, norms, FFN activation, attention sinks, the default rms eps, and
+// for sliding-window architectures the default swa_period (sizes, rope bases
+// and windows are left alone). An unsupported name is an error that lists
+// the supported ones.
+Status set_arch_traits(ModelConfig* config, std::string_view arch);
+// The architectures set_arch_traits and model_config_from_gguf accept.
+std::vector<std::string> supported_archs();
+// Whether the architecture's FFN is a mixture of experts.
+bool arch_is_moe(std::string_view arch);
 
 // Validates the metadata: a clear error for a missing key, an unsupported
 // architecture or inconsistent shapes.

@@ -27,14 +27,110 @@ using gguf::Value;
 
 struct Preset {
   const char* name;
+  const char* arch = "llama";
   int32_t num_layers, hidden_size, num_heads, num_kv_heads, ffn_size, vocab_size, train_context_len;
+  int32_t head_dim = 0;  // 0: hidden_size / num_heads
+  float rope_base = 10000.0f;
+  int32_t num_experts = 0, num_experts_used = 0, expert_ffn_size = 0;
+  int32_t sliding_window = 0;  // with the architecture's period
+  float yarn_factor = 0;       // > 0: YaRN rope scaling from a 4096-token original context
 };
 
+// Real models' shapes (random weights): the small ones as published, the MoE
+// ones with fewer layers / experts so they fit in a laptop's memory.
 constexpr Preset kPresets[] = {
-    {"tiny", 2, 64, 4, 2, 128, 512, 512},
-    {"tiny-mha", 2, 64, 4, 4, 128, 512, 512},
-    {"110m", 12, 768, 12, 12, 2048, 32000, 2048},
-    {"tinyllama-1.1b", 22, 2048, 32, 4, 5632, 32000, 2048},
+    {.name = "tiny",
+     .num_layers = 2,
+     .hidden_size = 64,
+     .num_heads = 4,
+     .num_kv_heads = 2,
+     .ffn_size = 128,
+     .vocab_size = 512,
+     .train_context_len = 512},
+    {.name = "tiny-mha",
+     .num_layers = 2,
+     .hidden_size = 64,
+     .num_heads = 4,
+     .num_kv_heads = 4,
+     .ffn_size = 128,
+     .vocab_size = 512,
+     .train_context_len = 512},
+    {.name = "110m",
+     .num_layers = 12,
+     .hidden_size = 768,
+     .num_heads = 12,
+     .num_kv_heads = 12,
+     .ffn_size = 2048,
+     .vocab_size = 32000,
+     .train_context_len = 2048},
+    {.name = "tinyllama-1.1b",
+     .num_layers = 22,
+     .hidden_size = 2048,
+     .num_heads = 32,
+     .num_kv_heads = 4,
+     .ffn_size = 5632,
+     .vocab_size = 32000,
+     .train_context_len = 2048},
+    // Qwen3-0.6B: head_dim 128, so q is 2048 wide on a 1024 residual.
+    {.name = "qwen3-0.6b",
+     .arch = "qwen3",
+     .num_layers = 28,
+     .hidden_size = 1024,
+     .num_heads = 16,
+     .num_kv_heads = 8,
+     .ffn_size = 3072,
+     .vocab_size = 151936,
+     .train_context_len = 40960,
+     .head_dim = 128,
+     .rope_base = 1e6f},
+    // Gemma-3-1B: 5 sliding-window (512) layers per global one, 262k vocabulary.
+    {.name = "gemma3-1b",
+     .arch = "gemma3",
+     .num_layers = 26,
+     .hidden_size = 1152,
+     .num_heads = 4,
+     .num_kv_heads = 1,
+     .ffn_size = 6912,
+     .vocab_size = 262144,
+     .train_context_len = 32768,
+     .head_dim = 256,
+     .rope_base = 1e6f,
+     .sliding_window = 512},
+    // Qwen3-30B-A3B's layer (2048 wide, 32/4 heads of 128, experts of 768,
+    // 8 routed) with 8 of its 48 layers and 64 of its 128 experts.
+    {.name = "qwen3-moe-mini",
+     .arch = "qwen3moe",
+     .num_layers = 8,
+     .hidden_size = 2048,
+     .num_heads = 32,
+     .num_kv_heads = 4,
+     .ffn_size = 6144,
+     .vocab_size = 151936,
+     .train_context_len = 40960,
+     .head_dim = 128,
+     .rope_base = 1e6f,
+     .num_experts = 64,
+     .num_experts_used = 8,
+     .expert_ffn_size = 768},
+    // gpt-oss-20b's layer (2880 wide, 64/8 heads of 64, sinks, window 128 on
+    // every other layer, experts of 2880, 4 routed, YaRN x32) with 4 of its
+    // 24 layers and 16 of its 32 experts.
+    {.name = "gpt-oss-mini",
+     .arch = "gpt-oss",
+     .num_layers = 4,
+     .hidden_size = 2880,
+     .num_heads = 64,
+     .num_kv_heads = 8,
+     .ffn_size = 2880,
+     .vocab_size = 201088,
+     .train_context_len = 131072,
+     .head_dim = 64,
+     .rope_base = 150000.0f,
+     .num_experts = 16,
+     .num_experts_used = 4,
+     .expert_ffn_size = 2880,
+     .sliding_window = 128,
+     .yarn_factor = 32.0f},
 };
 
 constexpr DType kMakeModelDTypes[] = {
@@ -57,11 +153,18 @@ DType output_type(DType t) {
   }
 }
 
-int64_t head_dim_of(const ModelConfig& s) { return s.num_heads > 0 ? s.hidden_size / s.num_heads : 0; }
+int64_t head_dim_of(const ModelConfig& s) {
+  if (s.head_dim > 0) return s.head_dim;
+  return s.num_heads > 0 ? s.hidden_size / s.num_heads : 0;
+}
 
 Status validate_shape(const ModelConfig& s) {
-  if (s.arch != "llama" && s.arch != "qwen2") {
-    return invalid_argument("unknown architecture '" + s.arch + "' (supported: llama, qwen2)");
+  ModelConfig traits;
+  PAGODA_RETURN_IF_ERROR(set_arch_traits(&traits, s.arch));
+  if (arch_is_moe(s.arch) && (s.num_experts < 1 || s.num_experts_used < 1 || s.expert_ffn_size < 1 ||
+                              s.num_experts_used > s.num_experts || s.num_experts > 4096)) {
+    return invalid_argument(
+        "a mixture-of-experts model needs 1 <= experts used <= experts <= 4096 and an expert width");
   }
   struct Limit {
     const char* name;
@@ -82,7 +185,7 @@ Status validate_shape(const ModelConfig& s) {
                               std::to_string(l.value));
     }
   }
-  if (s.hidden_size % s.num_heads != 0) {
+  if (s.head_dim <= 0 && s.hidden_size % s.num_heads != 0) {
     return invalid_argument("hidden_size (" + std::to_string(s.hidden_size) + ") must be a multiple of num_heads (" +
                             std::to_string(s.num_heads) + ")");
   }
@@ -247,6 +350,20 @@ void set_hparams(const ModelConfig& s, const MakeModelOptions& opts, gguf::GGUFW
   w.set(p + "rope.dimension_count", u32(head_dim_of(s)));
   w.set(p + "rope.freq_base", Value::make_f32(static_cast<float>(s.rope_freq_base)));
   w.set(p + "attention.layer_norm_rms_epsilon", Value::make_f32(static_cast<float>(s.rms_eps)));
+  if (s.rope_ext_factor > 0) {
+    w.set(p + "rope.scaling.type", Value::make_string("yarn"));
+    w.set(p + "rope.scaling.factor", Value::make_f32(1.0f / s.rope_freq_scale));
+    w.set(p + "rope.scaling.original_context_length", u32(s.rope_orig_ctx));
+  }
+  if (s.sliding_window > 0) {
+    w.set(p + "attention.sliding_window", u32(s.sliding_window));
+    w.set(p + "attention.sliding_window_pattern", u32(s.swa_period));
+  }
+  if (arch_is_moe(s.arch)) {
+    w.set(p + "expert_count", u32(s.num_experts));
+    w.set(p + "expert_used_count", u32(s.num_experts_used));
+    w.set(p + "expert_feed_forward_length", u32(s.expert_ffn_size));
+  }
 }
 
 void set_builtin_vocab(BuiltinVocab vocab, gguf::GGUFWriter& w) {
@@ -284,7 +401,7 @@ Result<ModelConfig> model_preset(std::string_view name) {
   for (const auto& p : kPresets) {
     if (name != p.name) continue;
     ModelConfig s;
-    s.arch = "llama";
+    PAGODA_RETURN_IF_ERROR(set_model_arch(&s, p.arch));
     s.num_layers = p.num_layers;
     s.hidden_size = p.hidden_size;
     s.num_heads = p.num_heads;
@@ -292,8 +409,17 @@ Result<ModelConfig> model_preset(std::string_view name) {
     s.ffn_size = p.ffn_size;
     s.vocab_size = p.vocab_size;
     s.train_context_len = p.train_context_len;
-    s.head_dim = p.hidden_size / p.num_heads;
-    s.rope_dim = s.head_dim;
+    s.head_dim = p.head_dim;
+    s.rope_freq_base = p.rope_base;
+    s.num_experts = p.num_experts;
+    s.num_experts_used = p.num_experts_used;
+    s.expert_ffn_size = p.expert_ffn_size;
+    s.sliding_window = p.sliding_window;
+    if (p.yarn_factor > 0) {
+      s.rope_ext_factor = 1;
+      s.rope_freq_scale = 1.0f / p.yarn_factor;
+      s.rope_orig_ctx = 4096;
+    }
     return s;
   }
   std::string names;
@@ -311,19 +437,8 @@ std::vector<std::string> model_preset_names() {
 }
 
 Status set_model_arch(ModelConfig* shape, std::string_view arch) {
-  if (arch == "llama") {
-    shape->rms_eps = 1e-5f;
-    shape->rope_style = kernels::RopeStyle::kInterleaved;
-    shape->has_qkv_bias = false;
-  } else if (arch == "qwen2") {
-    shape->rms_eps = 1e-6f;
-    shape->rope_freq_base = 1e6f;
-    shape->rope_style = kernels::RopeStyle::kHalfSplit;
-    shape->has_qkv_bias = true;
-  } else {
-    return invalid_argument("unknown architecture '" + std::string(arch) + "' (supported: llama, qwen2)");
-  }
-  shape->arch = std::string(arch);
+  PAGODA_RETURN_IF_ERROR(set_arch_traits(shape, arch));
+  if (arch != "llama") shape->rope_freq_base = 1e6f;  // the Qwen and Gemma families' base
   return Status::ok();
 }
 
@@ -360,6 +475,9 @@ uint32_t llama_file_type(DType t) {
 Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embeddings) {
   PAGODA_RETURN_IF_ERROR(validate_shape(s));
   PAGODA_ASSIGN_OR_RETURN(DType checked, make_model_dtype(dtype_name(dtype)));
+  ModelConfig t;  // the architecture's tensor set
+  PAGODA_RETURN_IF_ERROR(set_arch_traits(&t, s.arch));
+  const bool moe = arch_is_moe(s.arch), gpt_oss = t.has_attn_sinks;
   const int64_t hd = head_dim_of(s), q_dim = s.num_heads * hd, kv_dim = s.num_kv_heads * hd;
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.hidden_size));
   // Residual branches are scaled down so the stream stays O(1) over num_layers.
@@ -372,17 +490,42 @@ Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embedd
     b.add(p + "attn_q.weight", {s.hidden_size, q_dim}, checked, 0, in_std);
     b.add(p + "attn_k.weight", {s.hidden_size, kv_dim}, checked, 0, in_std);
     b.add(p + "attn_v.weight", {s.hidden_size, kv_dim}, checked, 0, in_std);
-    if (s.arch == "qwen2") {
+    if (t.has_qkv_bias || gpt_oss) {
       b.add(p + "attn_q.bias", {q_dim}, DType::kF32, 0, 0.02);
       b.add(p + "attn_k.bias", {kv_dim}, DType::kF32, 0, 0.02);
       b.add(p + "attn_v.bias", {kv_dim}, DType::kF32, 0, 0.02);
     }
+    if (t.has_qk_norm) {
+      b.add(p + "attn_q_norm.weight", {hd}, DType::kF32, 1, 0.02);
+      b.add(p + "attn_k_norm.weight", {hd}, DType::kF32, 1, 0.02);
+    }
     b.add(p + "attn_output.weight", {q_dim, s.hidden_size}, checked, 0, depth / std::sqrt(static_cast<double>(q_dim)));
-    b.add(p + "ffn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
-    b.add(p + "ffn_gate.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
-    b.add(p + "ffn_up.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
-    b.add(p + "ffn_down.weight", {s.ffn_size, s.hidden_size}, checked, 0,
-          depth / std::sqrt(static_cast<double>(s.ffn_size)));
+    if (gpt_oss) {
+      b.add(p + "attn_output.bias", {s.hidden_size}, DType::kF32, 0, 0.02);
+      b.add(p + "attn_sinks.weight", {s.num_heads}, DType::kF32, 0, 1);
+    }
+    if (t.has_post_norms) b.add(p + "post_attention_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    b.add(p + t.ffn_norm_name + ".weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    if (moe) {
+      const int64_t ne = s.num_experts, ef = s.expert_ffn_size;
+      b.add(p + "ffn_gate_inp.weight", {s.hidden_size, ne}, DType::kF32, 0, in_std);  // llama.cpp keeps routers f32
+      b.add(p + "ffn_gate_exps.weight", {s.hidden_size, ef, ne}, checked, 0, in_std);
+      b.add(p + "ffn_up_exps.weight", {s.hidden_size, ef, ne}, checked, 0, in_std);
+      b.add(p + "ffn_down_exps.weight", {ef, s.hidden_size, ne}, checked, 0,
+            depth / std::sqrt(static_cast<double>(ef)));
+      if (gpt_oss) {
+        b.add(p + "ffn_gate_inp.bias", {ne}, DType::kF32, 0, 0.02);
+        b.add(p + "ffn_gate_exps.bias", {ef, ne}, DType::kF32, 0, 0.02);
+        b.add(p + "ffn_up_exps.bias", {ef, ne}, DType::kF32, 0, 0.02);
+        b.add(p + "ffn_down_exps.bias", {s.hidden_size, ne}, DType::kF32, 0, 0.02);
+      }
+    } else {
+      b.add(p + "ffn_gate.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
+      b.add(p + "ffn_up.weight", {s.hidden_size, s.ffn_size}, checked, 0, in_std);
+      b.add(p + "ffn_down.weight", {s.ffn_size, s.hidden_size}, checked, 0,
+            depth / std::sqrt(static_cast<double>(s.ffn_size)));
+    }
+    if (t.has_post_norms) b.add(p + "post_ffw_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
   }
   b.add("output_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
   if (!tied_embeddings) b.add("output.weight", {s.hidden_size, s.vocab_size}, output_type(checked), 0, in_std);

@@ -1,4 +1,4 @@
-// Random-weight llama-family GGUF models for tests and benchmarks: the same
+// Random-weight GGUF models of the supported architectures for tests and benchmarks: the same
 // tensor names, shapes and metadata as llama.cpp's conversions, weights drawn
 // deterministically from a seed and quantized like llama.cpp's quantizer.
 #pragma once
@@ -15,15 +15,17 @@
 namespace pagoda {
 
 // A model to generate is described by the runtime's own ModelConfig: arch
-// ("llama", or "qwen2" which adds q/k/v biases), sizes, context length, rope
-// base and rms eps. Its head_dim and rope_dim are ignored: the generated
-// model always has head_dim = rope_dim = hidden_size / num_heads.
+// (any of supported_archs(): its tensor set follows the architecture, as
+// llama.cpp names it), sizes, head_dim (0: hidden_size / num_heads; rope
+// covers the whole head), context length, rope base, rms eps, experts,
+// sliding window (with swa_period) and YaRN scaling.
 
-// Presets: tiny, tiny-mha, 110m, tinyllama-1.1b.
+// Presets: tiny, tiny-mha, 110m, tinyllama-1.1b, qwen3-0.6b, gemma3-1b,
+// qwen3-moe-mini, gpt-oss-mini (model_preset_names()).
 Result<ModelConfig> model_preset(std::string_view name);
 std::vector<std::string> model_preset_names();
-// Sets the architecture and its defaults: rms eps 1e-5 (llama) / 1e-6
-// (qwen2), rope base 1e6 for qwen2.
+// Sets the architecture and its defaults (set_arch_traits), and rope base
+// 1e6 for the Qwen and Gemma families.
 Status set_model_arch(ModelConfig* config, std::string_view arch);
 // The dtypes make-model accepts: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k
 // q5_k q6_k (case-insensitive).
