@@ -48,11 +48,20 @@ bool KVCacheManager::can_write(SeqId seq, int32_t pos_begin, int32_t pos_end) co
 
 bool KVCacheManager::can_admit(std::span<const int32_t> tokens, int32_t num_total_tokens) const {
   const int32_t cached_blocks = num_cached_prefix_tokens(tokens) / block_size_;
-  // Reused blocks become pinned: they stop counting as evictable.
-  const int32_t reused_evictable =
-      prefix_ && cached_blocks > 0 ? prefix_->num_evictable_in_prefix(tokens, cached_blocks) : 0;
+  // Reused blocks become pinned: they stop counting as evictable. A partly
+  // matched last block is pinned too until its copy is made, and the copy
+  // is one of the blocks counted in `need`.
+  int32_t reused_evictable = prefix_ && cached_blocks > 0 ? prefix_->num_evictable_in_prefix(tokens, cached_blocks) : 0;
+  if (prefix_ && partial_hit(tokens, cached_blocks).evictable) ++reused_evictable;
   const int32_t need = std::max(0, num_blocks_for(num_total_tokens) - cached_blocks);
   return need <= num_available_blocks() - reused_evictable;
+}
+
+PrefixCache::PartialHit KVCacheManager::partial_hit(std::span<const int32_t> tokens, int32_t whole) const {
+  // At least one token stays uncomputed (the last position must run).
+  const int32_t room = static_cast<int32_t>(tokens.size()) - 1 - whole * block_size_;
+  if (!prefix_ || room < 1) return {};
+  return prefix_->find_partial(tokens, whole, room);
 }
 
 int32_t KVCacheManager::num_available_blocks() const {
@@ -298,13 +307,23 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
   }
   st.num_cached_blocks = static_cast<int32_t>(blocks.size());
   st.num_tokens = st.num_cached_blocks * block_size_;
+  // The hit may go on inside the next block: share it; the first write
+  // copies it (allocate_for_write's copy-on-write), keeping its matched slots.
+  if (partial_hit(tokens, st.num_cached_blocks).num_tokens > 0) {
+    const PrefixCache::PartialHit hit =
+        prefix_->match_partial(tokens, st.num_cached_blocks, static_cast<int32_t>(tokens.size()) - 1 - st.num_tokens);
+    incref(hit.block);
+    st.table.push_back(hit.block);
+    st.num_tokens += hit.num_tokens;
+  }
   return st.num_tokens;
 }
 
 int32_t KVCacheManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) const {
   if (!prefix_ || tokens.empty()) return 0;
   const int32_t max_tokens = (static_cast<int32_t>(tokens.size()) - 1) / block_size_ * block_size_;
-  return std::min(max_tokens, prefix_->num_cached_tokens(tokens));
+  const int32_t whole = std::min(max_tokens, prefix_->num_cached_tokens(tokens));
+  return whole + partial_hit(tokens, whole / block_size_).num_tokens;
 }
 
 void KVCacheManager::cache_computed(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed) {

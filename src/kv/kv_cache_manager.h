@@ -126,9 +126,11 @@ class KVCacheManager {
   void enable_prefix_cache(bool on);
   bool prefix_cache_enabled() const { return prefix_ != nullptr; }
   // For a sequence with no blocks yet: shares the cached blocks of the
-  // longest whole-block prefix of `tokens`, leaving at least one token to
-  // compute (the last position must run to give logits). Returns the number
-  // of tokens whose K/V is now present.
+  // longest prefix of `tokens`, leaving at least one token to compute (the
+  // last position must run to give logits). The prefix may end inside a
+  // block: that block is shared too and copied on the first write
+  // (allocate_for_write). Returns the number of tokens whose K/V is now
+  // present.
   int32_t acquire_cached_prefix(SeqId seq, std::span<const int32_t> tokens);
   // Read-only: tokens acquire_cached_prefix would reuse.
   int32_t num_cached_prefix_tokens(std::span<const int32_t> tokens) const;
@@ -147,6 +149,9 @@ class KVCacheManager {
     int32_t num_tokens = 0;
     int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
   };
+  // The cached block continuing the first `whole` blocks of tokens partway
+  // (PrefixCache::find_partial), leaving one token to compute.
+  PrefixCache::PartialHit partial_hit(std::span<const int32_t> tokens, int32_t whole) const;
   // Makes `need` blocks free, evicting cached ones if that suffices.
   bool ensure_free(int32_t need);
   // Device-pool reference changes, reported to the prefix cache.

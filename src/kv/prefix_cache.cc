@@ -115,6 +115,51 @@ int32_t PrefixCache::num_evictable_in_prefix(std::span<const int32_t> tokens, in
   return count;
 }
 
+PrefixCache::Node* PrefixCache::walk(std::span<const int32_t> tokens, int32_t whole) const {
+  Node* n = root_.get();
+  for (int32_t i = 0; i < whole && n; ++i) {
+    if (static_cast<size_t>(i + 1) * block_size_ > tokens.size()) return nullptr;
+    n = find_child(n, tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_));
+  }
+  return n;
+}
+
+std::pair<PrefixCache::Node*, int32_t> PrefixCache::best_partial_child(const Node* n, std::span<const int32_t> rest,
+                                                                       int32_t max_tokens) const {
+  const int32_t limit = std::min({max_tokens, block_size_ - 1, static_cast<int32_t>(rest.size())});
+  Node* best = nullptr;
+  int32_t best_len = 0;
+  if (limit < 1) return {nullptr, 0};
+  for (const auto& [h, c] : n->children) {
+    int32_t k = 0;
+    while (k < limit && c->tokens[k] == rest[k]) ++k;
+    // Longest shared prefix; the most recently used on ties (deterministic
+    // for equal times: the lower block id).
+    if (k > best_len || (k == best_len && k > 0 &&
+                         (c->last_access > best->last_access ||
+                          (c->last_access == best->last_access && c->block.value < best->block.value)))) {
+      best = c.get();
+      best_len = k;
+    }
+  }
+  return {best, best_len};
+}
+
+PrefixCache::PartialHit PrefixCache::find_partial(std::span<const int32_t> tokens, int32_t whole,
+                                                  int32_t max_tokens) const {
+  const Node* n = walk(tokens, whole);
+  if (!n) return {};
+  auto [c, k] = best_partial_child(n, tokens.subspan(static_cast<size_t>(whole) * block_size_), max_tokens);
+  if (!c) return {};
+  return {c->block, k, !c->blocked()};
+}
+
+PrefixCache::PartialHit PrefixCache::match_partial(std::span<const int32_t> tokens, int32_t whole, int32_t max_tokens) {
+  PartialHit hit = find_partial(tokens, whole, max_tokens);
+  if (hit.num_tokens > 0) touch(node_of_block_[hit.block.value], ++clock_);
+  return hit;
+}
+
 void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const BlockId> blocks) {
   const uint64_t now = ++clock_;
   Node* n = root_.get();

@@ -44,6 +44,20 @@ class PrefixCache {
   int32_t num_cached_tokens(std::span<const int32_t> tokens) const;
   int32_t num_evictable_in_prefix(std::span<const int32_t> tokens, int32_t max_blocks) const;
 
+  // A hit that ends inside a block: after the first `whole` whole blocks of
+  // `tokens` (as match() walks them), the cached child block whose tokens
+  // share the longest prefix with the tokens that follow, 1 .. min(max_tokens,
+  // block_size - 1) of them. The caller shares that block and copies it on
+  // its first write (its later slots belong to another continuation).
+  struct PartialHit {
+    BlockId block;
+    int32_t num_tokens = 0;  // 0: none
+    bool evictable = false;  // nothing but the cache holds it, nor its subtree
+  };
+  // Read-only; match_partial also marks the block used.
+  PartialHit find_partial(std::span<const int32_t> tokens, int32_t whole, int32_t max_tokens) const;
+  PartialHit match_partial(std::span<const int32_t> tokens, int32_t whole, int32_t max_tokens);
+
   // Records that blocks[i] holds tokens [i*bs, (i+1)*bs) for every whole
   // block in `tokens`. Where a node already exists it keeps its block (the
   // caller keeps its duplicate); each new node takes a reference.
@@ -74,6 +88,10 @@ class PrefixCache {
   using LruKey = std::pair<uint64_t, Node*>;
 
   Node* find_child(const Node* n, std::span<const int32_t> block_tokens) const;
+  // The node after `whole` whole blocks of tokens, or null when the path ends earlier.
+  Node* walk(std::span<const int32_t> tokens, int32_t whole) const;
+  // The child of n sharing the longest prefix (>= 1, <= max_tokens) with rest.
+  std::pair<Node*, int32_t> best_partial_child(const Node* n, std::span<const int32_t> rest, int32_t max_tokens) const;
   uint64_t hash_block(std::span<const int32_t> block_tokens) const;
   void touch(Node* n, uint64_t now);
   void set_pinned(Node* n, bool pinned);

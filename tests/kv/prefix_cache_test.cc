@@ -3,6 +3,7 @@
 // invariants checked after every operation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -28,10 +29,45 @@ TEST(PrefixCache, SharedPrefixIsReusedAndSurvivesFree) {
   EXPECT_EQ(kv.num_cached_prefix_tokens(b), 8);
   EXPECT_EQ(kv.acquire_cached_prefix(SeqId{2}, b), 8);
   // The full prompt is never served entirely from cache: one token computes.
+  // The hit ends inside the second block, which seq 3 shares until it writes.
   std::vector<int32_t> c(a.begin(), a.begin() + 8);
-  EXPECT_EQ(kv.acquire_cached_prefix(SeqId{3}, c), 4);
+  EXPECT_EQ(kv.num_cached_prefix_tokens(c), 7);
+  EXPECT_EQ(kv.acquire_cached_prefix(SeqId{3}, c), 7);
   ASSERT_TRUE(kv.check_invariants().is_ok());
   EXPECT_EQ(kv.pool().ref_count(kv.block_table(SeqId{2})[0]), 3);  // cache + seq 2 + seq 3
+  const BlockId shared = kv.block_table(SeqId{3})[1];
+  EXPECT_EQ(shared, kv.block_table(SeqId{2})[1]);
+  std::vector<BlockCopy> cow;
+  ASSERT_TRUE(kv.allocate_for_write(SeqId{3}, 7, 8, &cow));
+  ASSERT_EQ(cow.size(), 1u);  // the partly matched block is copied before slot 3 is written
+  EXPECT_EQ(cow[0].src, shared);
+  EXPECT_EQ(kv.block_table(SeqId{3})[1], cow[0].dst);
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+}
+
+TEST(PrefixCache, PartialHitTakesTheLongestSharedRunAndLeavesOneToken) {
+  KVCacheManager kv(16, 4);
+  kv.enable_prefix_cache(true);
+  auto compute = [&](int64_t id, const std::vector<int32_t>& toks) {
+    const int32_t cached = kv.acquire_cached_prefix(SeqId{id}, toks);
+    std::vector<BlockCopy> cow;
+    ASSERT_TRUE(kv.allocate_for_write(SeqId{id}, cached, static_cast<int32_t>(toks.size()), &cow));
+    kv.set_num_tokens(SeqId{id}, static_cast<int32_t>(toks.size()));
+    kv.cache_computed(SeqId{id}, toks, static_cast<int32_t>(toks.size()));
+  };
+  compute(1, {1, 2, 3, 4, 5, 6, 7, 8});
+  compute(2, {1, 2, 3, 4, 5, 9, 9, 9});  // a sibling of block {5, 6, 7, 8}
+  // 1 2 3 4 | 5 6 7 x: 3 tokens of the first child beat 1 of the second.
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 0, 0}), 7);
+  // 1 2 3 4 | 5 9 x: 2 tokens of the second child.
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{1, 2, 3, 4, 5, 9, 0}), 6);
+  // Nothing shared after the whole blocks: no partial hit.
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{1, 2, 3, 4, 7}), 4);
+  // Capped so the last token computes: 1 2 3 4 5 6 7 8 -> 7.
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}), 7);
+  // A hit inside the first block.
+  EXPECT_EQ(kv.num_cached_prefix_tokens(std::vector<int32_t>{1, 2, 0}), 2);
+  ASSERT_TRUE(kv.check_invariants().is_ok());
 }
 
 TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesFirst) {
@@ -79,6 +115,16 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
       for (int i = 0; i < 12; ++i) s.push_back(static_cast<int32_t>(rng() % 5));
     std::map<int64_t, std::vector<int32_t>> live;  // seq -> tokens computed so far
     int64_t next = 0;
+    // A stand-in for the K/V: each slot holds the token written there. Every
+    // live sequence must read its own tokens through its table, whatever was
+    // shared, copied or evicted and reused.
+    std::vector<std::vector<int32_t>> slots(static_cast<size_t>(kv.num_blocks()), std::vector<int32_t>(bs, -1));
+    auto apply = [&](const std::vector<BlockCopy>& copies) {
+      for (const BlockCopy& c : copies) slots[c.dst.value] = slots[c.src.value];
+    };
+    auto write = [&](SeqId id, int32_t pos, int32_t token) {
+      slots[kv.block_table(id)[pos / bs].value][pos % bs] = token;
+    };
     for (int op = 0; op < 600; ++op) {
       const int kind = static_cast<int>(rng() % 5);
       if (kind == 0 || live.empty()) {  // admit a new sequence
@@ -88,12 +134,16 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
         const SeqId id{next++};
         // The read-only predicate must agree with what the mutators then do.
         const bool fits = kv.can_admit(toks, static_cast<int32_t>(toks.size()));
+        const int32_t predicted = kv.num_cached_prefix_tokens(toks);
         const int32_t cached = kv.acquire_cached_prefix(id, toks);
+        ASSERT_EQ(cached, predicted);
         ASSERT_LT(cached, static_cast<int32_t>(toks.size()));
-        ASSERT_EQ(cached % bs, 0);
-        const bool allocated = kv.allocate_slots(id, static_cast<int32_t>(toks.size()));
+        std::vector<BlockCopy> cow;
+        const bool allocated = kv.allocate_for_write(id, cached, static_cast<int32_t>(toks.size()), &cow);
         ASSERT_EQ(allocated, fits) << "seed " << seed << " op " << op;
         if (allocated) {
+          apply(cow);
+          for (int32_t p = cached; p < static_cast<int32_t>(toks.size()); ++p) write(id, p, toks[p]);
           kv.set_num_tokens(id, static_cast<int32_t>(toks.size()));
           kv.cache_computed(id, toks, static_cast<int32_t>(toks.size()));
           live[id.value] = toks;
@@ -114,11 +164,11 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
           std::vector<BlockCopy> cow;
           ASSERT_EQ(kv.allocate_for_write(id, n, n + 1, &cow), fits) << "seed " << seed << " op " << op;
           if (fits) {
-            {
-              toks.push_back(static_cast<int32_t>(rng() % 5));
-              kv.set_num_tokens(id, n + 1);
-              kv.cache_computed(id, toks, n + 1);
-            }
+            apply(cow);
+            toks.push_back(static_cast<int32_t>(rng() % 5));
+            write(id, n, toks.back());
+            kv.set_num_tokens(id, n + 1);
+            kv.cache_computed(id, toks, n + 1);
           }
         } else if (kind == 3) {  // fork
           const SeqId child{next++};
@@ -126,12 +176,17 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
           live[child.value] = it->second;
         } else {  // eviction pressure: a big temporary allocation
           const SeqId tmp{next++};
-          kv.allocate_slots(tmp, bs * static_cast<int32_t>(rng() % 30));
+          if (kv.allocate_slots(tmp, bs * static_cast<int32_t>(rng() % 30)))
+            for (BlockId b : kv.block_table(tmp)) std::fill(slots[b.value].begin(), slots[b.value].end(), -2);
           kv.free(tmp);
         }
       }
       const Status st = kv.check_invariants();
       ASSERT_TRUE(st.is_ok()) << "seed " << seed << " op " << op << ": " << st.message();
+      for (const auto& [id, toks] : live)
+        for (int32_t p = 0; p < static_cast<int32_t>(toks.size()); ++p)
+          ASSERT_EQ(slots[kv.block_table(SeqId{id})[p / bs].value][p % bs], toks[p])
+              << "seed " << seed << " op " << op << " seq " << id << " pos " << p;
     }
     for (auto& [id, toks] : live) kv.free(SeqId{id});
     ASSERT_TRUE(kv.check_invariants().is_ok());
