@@ -26,6 +26,7 @@ struct Job {
   std::vector<std::string> echo;  // completions: per-choice prefix
   Usage usage;                    // prompt tokens filled in before submit
   Streams streams;
+  std::vector<ChoiceResult> streamed;  // chat streams: each choice's text and ids so far
 };
 
 PieceFn piece_fn(const ServerState& st) {
@@ -67,7 +68,10 @@ void respond_whole(Job& job, http::Responder& res) {
                                                           "(the server is shutting down)")));
     c.text = job.echo[static_cast<size_t>(c.index)] + c.text;
     job.usage.completion_tokens += c.num_output_tokens;
+    if (job.chat) job.st->answers.remember(job.st->engine.tokenizer(), c.text, c.token_ids);
   }
+  for (const ChoiceStream& s : job.streams)  // the n choices of one prompt share its cached tokens
+    job.usage.cached_tokens += choices[static_cast<size_t>(s.first_index)].num_cached_tokens;
   const PieceFn piece = piece_fn(*job.st);
   send_json(res, job.chat ? chat_response(job.meta, choices, job.usage, piece, job.logprobs >= 0)
                           : completion_response(job.meta, choices, job.usage, piece, job.logprobs));
@@ -80,6 +84,7 @@ bool stream_body(Job& job, http::Responder& res) {
   const PieceFn piece = piece_fn(*job.st);
   const auto total = static_cast<size_t>(num_choices(job.streams));
   std::vector<size_t> offsets(total, 0);
+  job.streamed.assign(total, ChoiceResult{});
   for (size_t i = 0; i < total; ++i) {
     const auto idx = static_cast<int32_t>(i);
     bool ok = true;
@@ -98,8 +103,15 @@ bool stream_body(Job& job, http::Responder& res) {
   StreamCallbacks cb;
   cb.on_output = [&](int32_t idx, const RequestOutput& o) {
     if (o.finished) job.usage.completion_tokens += o.num_output_tokens;
+    for (const ChoiceStream& s : job.streams)
+      if (o.finished && s.first_index == idx) job.usage.cached_tokens += o.num_cached_tokens;
     const bool has_logprobs = job.logprobs >= 0 && !o.samples.empty();
     if (job.chat) {
+      ChoiceResult& so_far = job.streamed[static_cast<size_t>(idx)];
+      so_far.text += o.text;
+      so_far.token_ids.insert(so_far.token_ids.end(), o.new_tokens.begin(), o.new_tokens.end());
+      if (o.finished && (o.finish_reason == FinishReason::kStop || o.finish_reason == FinishReason::kLength))
+        job.st->answers.remember(job.st->engine.tokenizer(), so_far.text, so_far.token_ids);
       if (!o.text.empty() || has_logprobs) {
         json lp = has_logprobs ? chat_logprobs(o.samples, piece) : json(nullptr);
         if (!write(sse_event(chat_chunk(job.meta, idx, {{"content", o.text}}, lp, FinishReason::kNone, with_usage))))
@@ -177,15 +189,22 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   if (auto e = st.check_model(cr.gen.model)) return send_error(res, *e);
   if (!st.chat) return send_error(res, api_error_from_status(Status(StatusCode::kUnimplemented, st.chat_error)));
   restore_key_order(nlohmann::ordered_json::parse(req.body), &cr);
-  auto prompt = st.chat->render(cr.messages, cr.add_generation_prompt, cr.tools, cr.template_kwargs);
-  if (!prompt.is_ok()) return send_error(res, api_error_from_status(prompt.status(), "messages"));
   auto job = std::make_unique<Job>();
   job->st = &st;
   job->chat = true;
   job->gen = cr.gen;
   job->logprobs = cr.logprobs ? cr.top_logprobs : -1;
   job->meta = {st.new_response_id("chatcmpl"), 0, st.config.served_model_name};
-  const std::vector<int32_t> tokens = st.engine.tokenizer().encode(prompt.value(), false, true);
+  // The history's answers keep the token ids they were generated as, so the
+  // prefix cache serves the whole conversation so far (server/answer_tokens.h).
+  auto encoded = encode_chat(
+      st.engine.tokenizer(), cr.messages,
+      [&](const nlohmann::ordered_json& messages) {
+        return st.chat->render(messages, cr.add_generation_prompt, cr.tools, cr.template_kwargs);
+      },
+      st.answers);
+  if (!encoded.is_ok()) return send_error(res, api_error_from_status(encoded.status(), "messages"));
+  const std::vector<int32_t>& tokens = *encoded;
   if (tokens.empty()) return send_error(res, bad_request("the rendered chat prompt is empty", "messages"));
   std::vector<RequestSpec> specs;
   if (auto e = add_prompt(*job, specs, tokens, 0, "")) return send_error(res, *e);

@@ -30,12 +30,14 @@ Result<Streams> submit_choices(AsyncEngine& engine, std::vector<RequestSpec> spe
 static void accumulate(ChoiceResult& c, const RequestOutput& o) {
   if (c.finish_reason != FinishReason::kNone) return;  // already ended
   c.text += o.text;
+  c.token_ids.insert(c.token_ids.end(), o.new_tokens.begin(), o.new_tokens.end());
   c.samples.insert(c.samples.end(), o.samples.begin(), o.samples.end());
   if (o.finished) {
     c.finish_reason = o.finish_reason;
     c.error = o.error;
     c.num_prompt_tokens = o.num_prompt_tokens;
     c.num_output_tokens = o.num_output_tokens;
+    c.num_cached_tokens = o.num_cached_tokens;
   }
 }
 

@@ -12,7 +12,8 @@ json finish_reason_json(FinishReason r) {
 json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 json completion_logprobs(const std::vector<SampleResult>& samples, const PieceFn& piece, int32_t num_top,

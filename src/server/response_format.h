@@ -18,16 +18,19 @@ using PieceFn = std::function<std::string(int32_t)>;
 struct ChoiceResult {
   int32_t index = 0;
   std::string text;
+  std::vector<int32_t> token_ids;  // every generated token, stop tokens included
   std::vector<SampleResult> samples;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;
 };
 
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens the prefix cache served
 };
 
 // Identity shared by every object of one response.
@@ -38,6 +41,7 @@ struct ResponseMeta {
 };
 
 nlohmann::json finish_reason_json(FinishReason r);  // null while running
+// OpenAI's usage object, with prompt_tokens_details.cached_tokens.
 nlohmann::json usage_json(const Usage& u);
 
 // Completions logprobs: tokens, token_logprobs, top_logprobs (null when

@@ -8,6 +8,7 @@
 
 #include "engine/async_engine.h"
 #include "http/server.h"
+#include "server/answer_tokens.h"
 #include "server/api_error.h"
 #include "server/chat_renderer.h"
 #include "server/json_fields.h"
@@ -22,6 +23,7 @@ struct ServerState {
   ServerConfig config;
   ServerMetrics metrics;
   std::shared_ptr<const ChatRenderer> chat;  // null: chat_error says why
+  AnswerTokenCache answers;                  // chat answers' generated ids, for later turns
   std::string chat_error;
   std::atomic<bool> shutting_down{false};
   std::atomic<int64_t> next_response_id{0};

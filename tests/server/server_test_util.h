@@ -30,6 +30,7 @@ struct TestServerOptions {
   std::string api_key;
   size_t max_body_bytes = 1 << 20;
   std::string chat_template;
+  std::string model;  // "": the tiny random model
 };
 
 class TestServer {
@@ -38,8 +39,8 @@ class TestServer {
     std::signal(SIGPIPE, SIG_IGN);
     SchedulerConfig sched;
     sched.max_num_seqs = o.max_num_seqs;
-    auto engine = pagoda::testing_util::make_engine(pagoda::testing_util::tiny_model_path("tiny", kTestCtx), o.kv_bytes,
-                                                    4, sched);
+    auto engine = pagoda::testing_util::make_engine(
+        o.model.empty() ? pagoda::testing_util::tiny_model_path("tiny", kTestCtx) : o.model, o.kv_bytes, 4, sched);
     engine_ = std::make_unique<AsyncEngine>(std::move(engine), o.max_queue);
     ServerConfig c;
     c.host = "127.0.0.1";
