@@ -183,7 +183,6 @@ Result<BenchServeResult> run_bench_serve(const BenchServeConfig& cfg) {
     for (std::thread& t : threads) t.join();
   }
   const double duration = std::chrono::duration<double>(Clock::now() - ctx.start).count();
-  for (RequestRecord& r : result.records) r.text.clear();
   result.report = summarize(result.records, duration, cfg.slo);
   return result;
 }

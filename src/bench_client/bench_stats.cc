@@ -154,7 +154,8 @@ json records_json(const std::vector<RequestRecord>& records) {
               {"prompt_tokens", r.prompt_tokens},
               {"output_tokens", r.output_tokens},
               {"max_tokens", r.max_tokens},
-              {"input_words", r.input_words}};
+              {"input_words", r.input_words},
+              {"text", r.text}};
     if (!r.ok) j["error"] = r.error;
     out.push_back(std::move(j));
   }
