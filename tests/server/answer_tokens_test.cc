@@ -165,5 +165,36 @@ TEST(AnswerTokensServer, SecondTurnIsServedFromTheCacheAndRepeatsAnswerTheSame) 
   EXPECT_TRUE(testing::wait_idle_and_free(server));
 }
 
+TEST(AnswerTokensServer, StreamedAnswersAreRememberedToo) {
+  testing::TestServerOptions o;
+  o.model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
+  o.kv_bytes = 8 << 20;
+  testing::TestServer server(o);
+  auto c = server.client();
+  nlohmann::json msgs = nlohmann::json::array({{{"role", "user"}, {"content", "Tell me about rivers."}}});
+  nlohmann::json req = {{"messages", msgs},   {"max_tokens", 10}, {"temperature", 0},
+                        {"ignore_eos", true}, {"stream", true},   {"stream_options", {{"include_usage", true}}}};
+  auto r = testing::post_json(c, "/v1/chat/completions", req.dump());
+  ASSERT_TRUE(r && r->status == 200);
+  bool done = false;
+  std::string answer;
+  int64_t computed = -1;
+  for (const auto& e : testing::sse_events(r->body, &done)) {
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      answer += e["choices"][0]["delta"]["content"].get<std::string>();
+    if (e.contains("usage") && e["usage"].is_object())
+      computed = e["usage"]["prompt_tokens"].get<int64_t>() + e["usage"]["completion_tokens"].get<int64_t>() - 1;
+  }
+  ASSERT_TRUE(done);
+  ASSERT_FALSE(answer.empty());
+  ASSERT_GT(computed, 0);
+  msgs.push_back({{"role", "assistant"}, {"content", answer}});
+  msgs.push_back({{"role", "user"}, {"content", "And lakes?"}});
+  req = {{"messages", msgs}, {"max_tokens", 4}, {"temperature", 0}};
+  auto r2 = testing::post_json(c, "/v1/chat/completions", req.dump());
+  ASSERT_TRUE(r2 && r2->status == 200);
+  EXPECT_GE(testing::body_json(r2)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), computed / 4 * 4);
+}
+
 }  // namespace
 }  // namespace pagoda::server
