@@ -2,7 +2,7 @@
 # Multi-turn chat reuse (issue 17 item 4): the share of prompt tokens the
 # prefix cache serves when each turn sends the whole conversation back.
 #   bench/run_multiturn_bench.sh BINARY MODEL [INPUT_WORDS OUTPUT_TOKENS]
-# `pagoda serve -m MODEL -t 2 --kv-cache-mem 2048` (KV_MEM), then `pagoda bench serve --dataset multi-turn`
+# `pagoda serve -m MODEL -t 2 --kv-cache-mem 2048` (KV_MEM; `default`: the flag left out), then `pagoda bench serve --dataset multi-turn`
 # (8 conversations x 6 turns, concurrency 8, greedy, ignore_eos) with the
 # client of this tree; prints the server's prefix-cache hit rate (/metrics),
 # the upper bound (every token of earlier turns served, i.e. prompt tokens
@@ -15,7 +15,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 client="${CLIENT:-$here/../build/pagoda}"
 port="${PORT:-18556}"
 tmp="$(mktemp -d)"
-"$bin" serve -m "$model" -t 2 --kv-cache-mem "${KV_MEM:-2048}" ${SERVE_ARGS:-} --port "$port" 2>"$tmp/server.log" &
+kv=(--kv-cache-mem "${KV_MEM:-2048}")
+[ "${KV_MEM:-}" = default ] && kv=()
+"$bin" serve -m "$model" -t 2 "${kv[@]}" ${SERVE_ARGS:-} --port "$port" 2>"$tmp/server.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done

@@ -2,7 +2,9 @@
 // engine thread. SIGINT/SIGTERM stop accepting, abort what runs, exit 0.
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +16,18 @@
 #include "server/server.h"
 
 namespace pagoda::cli {
+namespace {
+
+// A server's prefix cache keeps conversations for later turns, so its KV
+// cache should be large; its pages cost memory only once used (KVStorage
+// maps them lazily). A quarter of physical memory, 256 MiB to 8 GiB.
+double default_kv_cache_mib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const double quarter = pages > 0 && page > 0 ? static_cast<double>(pages) * page / 4 / (1 << 20) : 256.0;
+  return std::clamp(quarter, 256.0, 8192.0);
+}
+
+}  // namespace
 
 int cmd_serve(int argc, char** argv) {
   CLI::App app("OpenAI-compatible HTTP server", "serve");
@@ -32,9 +46,10 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
   app.add_option("--served-model-name", sc.served_model_name, "model id in the API (default: the file's stem)");
   app.add_option("--chat-template", template_file, "Jinja chat template file (overrides the model's)");
-  app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")
-      ->check(CLI::Range(0.001, 1e7))
-      ->capture_default_str();
+  app.add_option("--kv-cache-mem", kv_mib,
+                 "KV cache memory in MiB (default: a quarter of physical memory, 256 MiB to 8 GiB; "
+                 "pages are touched only as blocks are first used)")
+      ->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
   SpecOptions spec_opts;
@@ -115,6 +130,7 @@ int cmd_serve(int argc, char** argv) {
   EngineConfig cfg;
   cfg.num_threads = threads;
   cfg.max_model_len = ctx;
+  if (!app.count("--kv-cache-mem")) kv_mib = default_kv_cache_mib();
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.swap_space_bytes = static_cast<int64_t>(swap_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
@@ -140,8 +156,8 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "pagoda serve: error: %s\n", port.status().message().c_str());
     return 1;
   }
-  std::fprintf(stderr, "pagoda serve: model '%s' (context %d) listening on http://%s:%d\n",
-               sc.served_model_name.c_str(), ae.max_model_len(), sc.host.c_str(), port.value());
+  std::fprintf(stderr, "pagoda serve: model '%s' (context %d, KV cache %.0f MiB) listening on http://%s:%d\n",
+               sc.served_model_name.c_str(), ae.max_model_len(), kv_mib, sc.host.c_str(), port.value());
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     const timespec tick{0, 200 * 1000 * 1000};
