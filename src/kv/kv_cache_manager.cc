@@ -337,4 +337,14 @@ void KVCacheManager::cache_computed(SeqId seq, std::span<const int32_t> tokens, 
   st.num_cached_blocks = full;
 }
 
+void KVCacheManager::cache_finished(SeqId seq, std::span<const int32_t> tokens) {
+  if (!prefix_) return;
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  const SeqState& st = it->second;
+  const int32_t n = std::min<int32_t>(st.num_tokens, static_cast<int32_t>(tokens.size()));
+  if (n % block_size_ == 0 || st.num_cached_blocks != n / block_size_) return;  // whole blocks are cached already
+  prefix_->insert_partial(tokens.first(static_cast<size_t>(n)), st.table);
+}
+
 }  // namespace pagoda

@@ -137,6 +137,10 @@ class KVCacheManager {
   // Offers the sequence's whole blocks among its first num_computed tokens
   // to the cache.
   void cache_computed(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
+  // Before freeing a finished sequence: offers its last, partly filled block
+  // too (PrefixCache::insert_partial), so a prompt that continues it —
+  // the next turn of a chat, a short prompt sent again — shares those slots.
+  void cache_finished(SeqId seq, std::span<const int32_t> tokens);
   const PrefixCache* prefix_cache() const { return prefix_.get(); }
 
   // Read-only: every reference change goes through this class, which keeps

@@ -39,7 +39,7 @@ uint64_t PrefixCache::hash_block(std::span<const int32_t> t) const {
 PrefixCache::Node* PrefixCache::find_child(const Node* n, std::span<const int32_t> t) const {
   auto [b, e] = n->children.equal_range(hash_block(t));
   for (auto it = b; it != e; ++it)
-    if (std::equal(t.begin(), t.end(), it->second->tokens.begin())) return it->second.get();
+    if (std::equal(t.begin(), t.end(), it->second->tokens.begin(), it->second->tokens.end())) return it->second.get();
   return nullptr;
 }
 
@@ -131,8 +131,9 @@ std::pair<PrefixCache::Node*, int32_t> PrefixCache::best_partial_child(const Nod
   int32_t best_len = 0;
   if (limit < 1) return {nullptr, 0};
   for (const auto& [h, c] : n->children) {
+    const int32_t n_tokens = std::min(limit, static_cast<int32_t>(c->tokens.size()));  // partial leaves are shorter
     int32_t k = 0;
-    while (k < limit && c->tokens[k] == rest[k]) ++k;
+    while (k < n_tokens && c->tokens[k] == rest[k]) ++k;
     // Longest shared prefix; the most recently used on ties (deterministic
     // for equal times: the lower block id).
     if (k > best_len || (k == best_len && k > 0 &&
@@ -158,6 +159,32 @@ PrefixCache::PartialHit PrefixCache::match_partial(std::span<const int32_t> toke
   PartialHit hit = find_partial(tokens, whole, max_tokens);
   if (hit.num_tokens > 0) touch(node_of_block_[hit.block.value], ++clock_);
   return hit;
+}
+
+void PrefixCache::insert_partial(std::span<const int32_t> tokens, std::span<const BlockId> blocks) {
+  const int32_t whole = static_cast<int32_t>(tokens.size()) / block_size_;
+  const int32_t k = static_cast<int32_t>(tokens.size()) % block_size_;
+  if (k == 0 || static_cast<int32_t>(blocks.size()) <= whole) return;
+  const BlockId block = blocks[static_cast<size_t>(whole)];
+  if (block.value < 0 || block.value >= pool_.num_blocks() || node_of_block_[block.value]) return;
+  Node* n = walk(tokens, whole);
+  if (!n) return;
+  const auto rest = tokens.subspan(static_cast<size_t>(whole) * block_size_);
+  if (best_partial_child(n, rest, k).second == k) return;  // a sibling starts with these tokens
+  const uint64_t now = ++clock_;
+  if (n != root_.get() && n->is_lru_leaf()) lru_leaves_.erase({n->last_access, n});  // no longer a leaf
+  auto node = std::make_unique<Node>();
+  node->tokens.assign(rest.begin(), rest.end());
+  node->block = block;
+  node->parent = n;
+  node->last_access = now;
+  pool_.incref(block);
+  Node* child = node.get();
+  n->children.emplace(hash_block(rest), std::move(node));
+  node_of_block_[block.value] = child;
+  ++num_nodes_;
+  lru_leaves_.insert({now, child});
+  set_pinned(child, pool_.ref_count(block) > 1);
 }
 
 void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const BlockId> blocks) {
@@ -247,8 +274,10 @@ Status PrefixCache::check_invariants() const {
     if (x == root_.get()) continue;
     ++count;
     const std::string name = "prefix cache node of block " + std::to_string(x->block.value);
-    if (static_cast<int32_t>(x->tokens.size()) != block_size_)
-      return internal_error("prefix cache node with " + std::to_string(x->tokens.size()) + " tokens");
+    const auto n_tokens = static_cast<int32_t>(x->tokens.size());
+    if (n_tokens < 1 || n_tokens > block_size_ || (n_tokens < block_size_ && !x->children.empty()))
+      return internal_error("prefix cache node with " + std::to_string(n_tokens) + " tokens" +
+                            (x->children.empty() ? "" : " and children"));
     if (x->block.value < 0 || x->block.value >= pool_.num_blocks() || pool_.ref_count(x->block) < 1)
       return internal_error(name + ": a free or invalid block");
     if (seen[x->block.value]) return internal_error("block " + std::to_string(x->block.value) + " cached twice");

@@ -1,7 +1,8 @@
 // RadixAttention-style prefix cache over KV blocks (SGLang; vLLM's automatic
 // prefix caching). A tree whose edges are whole blocks of tokens: the path
 // from the root spells a token prefix and each node owns the block holding
-// K/V for its tokens. The cache holds one pool reference per node; sequences
+// K/V for its tokens; a leaf may hold fewer tokens (a finished sequence's
+// last block, insert_partial), reachable only as a partial hit. The cache holds one pool reference per node; sequences
 // that reuse a node hold their own. Unreferenced leaves are evicted LRU.
 //
 // Contract (after mini-sglang): match() does not change references;
@@ -57,6 +58,14 @@ class PrefixCache {
   // Read-only; match_partial also marks the block used.
   PartialHit find_partial(std::span<const int32_t> tokens, int32_t whole, int32_t max_tokens) const;
   PartialHit match_partial(std::span<const int32_t> tokens, int32_t whole, int32_t max_tokens);
+
+  // Records a finished sequence's last, partly filled block: tokens holds
+  // `whole` whole blocks (already cached, blocks[0..whole)) and then k < bs
+  // tokens whose K/V is in blocks[whole]. It becomes a leaf of k tokens,
+  // found only by find_partial, never extended. Nothing happens when the
+  // whole blocks are not all cached, the block is cached already, or a
+  // cached sibling already begins with those k tokens.
+  void insert_partial(std::span<const int32_t> tokens, std::span<const BlockId> blocks);
 
   // Records that blocks[i] holds tokens [i*bs, (i+1)*bs) for every whole
   // block in `tokens`. Where a node already exists it keeps its block (the

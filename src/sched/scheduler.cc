@@ -222,6 +222,7 @@ void Scheduler::finish(Sequence* seq, FinishReason reason) {
   seq->finish_reason = reason;
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  kv_.cache_finished(seq->seq_id, seq->tokens);
   kv_.free(seq->seq_id);
 }
 

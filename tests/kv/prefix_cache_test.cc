@@ -70,6 +70,47 @@ TEST(PrefixCache, PartialHitTakesTheLongestSharedRunAndLeavesOneToken) {
   ASSERT_TRUE(kv.check_invariants().is_ok());
 }
 
+TEST(PrefixCache, FinishedSequencesLeaveTheirPartialBlock) {
+  KVCacheManager kv(16, 4);
+  kv.enable_prefix_cache(true);
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6};
+  ASSERT_EQ(kv.acquire_cached_prefix(SeqId{1}, a), 0);
+  std::vector<BlockCopy> cow;
+  ASSERT_TRUE(kv.allocate_for_write(SeqId{1}, 0, 6, &cow));
+  kv.set_num_tokens(SeqId{1}, 6);
+  kv.cache_computed(SeqId{1}, a, 6);
+  EXPECT_EQ(kv.prefix_cache()->num_cached_blocks(), 1);
+  const BlockId tail = kv.block_table(SeqId{1})[1];
+  kv.cache_finished(SeqId{1}, a);
+  kv.free(SeqId{1});
+  EXPECT_EQ(kv.prefix_cache()->num_cached_blocks(), 2);  // the partial leaf {5, 6}
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+  // A prompt that continues it shares the two slots (and copies the block).
+  const std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(kv.num_cached_prefix_tokens(b), 6);
+  EXPECT_EQ(kv.acquire_cached_prefix(SeqId{2}, b), 6);
+  EXPECT_EQ(kv.block_table(SeqId{2})[1], tail);
+  cow.clear();
+  ASSERT_TRUE(kv.allocate_for_write(SeqId{2}, 6, 7, &cow));
+  ASSERT_EQ(cow.size(), 1u);
+  EXPECT_EQ(cow[0].src, tail);
+  // Offering the same partial block again, or one a sibling covers, adds nothing.
+  kv.set_num_tokens(SeqId{2}, 7);
+  kv.cache_computed(SeqId{2}, b, 7);
+  const int32_t before = kv.prefix_cache()->num_cached_blocks();
+  const std::vector<int32_t> c = {1, 2, 3, 4, 5};
+  ASSERT_EQ(kv.acquire_cached_prefix(SeqId{3}, c), 4);
+  ASSERT_TRUE(kv.allocate_for_write(SeqId{3}, 4, 5, &cow));
+  kv.set_num_tokens(SeqId{3}, 5);
+  kv.cache_finished(SeqId{3}, c);  // {5} begins the cached {5, 6}
+  EXPECT_EQ(kv.prefix_cache()->num_cached_blocks(), before);
+  kv.free(SeqId{2});
+  kv.free(SeqId{3});
+  ASSERT_TRUE(kv.check_invariants().is_ok());
+  kv.enable_prefix_cache(false);
+  EXPECT_EQ(kv.num_free_blocks(), kv.num_blocks());
+}
+
 TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesFirst) {
   KVCacheManager kv(4, 2);
   kv.enable_prefix_cache(true);
@@ -154,7 +195,8 @@ TEST(PrefixCache, RandomTracesKeepInvariants) {
         auto it = live.begin();
         std::advance(it, rng() % live.size());
         const SeqId id{it->first};
-        if (kind == 1) {  // free
+        if (kind == 1) {  // finish (its partly filled last block may stay cached) and free
+          if (rng() % 2) kv.cache_finished(id, it->second);
           kv.free(id);
           live.erase(it);
         } else if (kind == 2) {  // decode one token (copy-on-write if shared)
