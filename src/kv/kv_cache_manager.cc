@@ -309,12 +309,14 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
   st.num_tokens = st.num_cached_blocks * block_size_;
   // The hit may go on inside the next block: share it; the first write
   // copies it (allocate_for_write's copy-on-write), keeping its matched slots.
-  if (partial_hit(tokens, st.num_cached_blocks).num_tokens > 0) {
-    const PrefixCache::PartialHit hit =
-        prefix_->match_partial(tokens, st.num_cached_blocks, static_cast<int32_t>(tokens.size()) - 1 - st.num_tokens);
-    incref(hit.block);
-    st.table.push_back(hit.block);
-    st.num_tokens += hit.num_tokens;
+  const int32_t room = static_cast<int32_t>(tokens.size()) - 1 - st.num_tokens;  // one token still computes
+  if (room >= 1) {
+    const PrefixCache::PartialHit hit = prefix_->match_partial(tokens, st.num_cached_blocks, room);
+    if (hit.num_tokens > 0) {
+      incref(hit.block);
+      st.table.push_back(hit.block);
+      st.num_tokens += hit.num_tokens;
+    }
   }
   return st.num_tokens;
 }

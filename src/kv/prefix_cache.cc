@@ -19,6 +19,8 @@ struct PrefixCache::Node {
   int32_t num_blocked_children = 0;  // children that are pinned or have a pinned descendant
   // Children by hash of their block's tokens; collisions share a bucket.
   std::unordered_multimap<uint64_t, std::unique_ptr<Node>> children;
+  // The same children by their first token: partial hits look only there.
+  std::unordered_multimap<int32_t, Node*> by_first_token;
 
   bool blocked() const { return pinned || num_blocked_children > 0; }
   bool is_lru_leaf() const { return children.empty() && !pinned; }
@@ -130,7 +132,9 @@ std::pair<PrefixCache::Node*, int32_t> PrefixCache::best_partial_child(const Nod
   Node* best = nullptr;
   int32_t best_len = 0;
   if (limit < 1) return {nullptr, 0};
-  for (const auto& [h, c] : n->children) {
+  auto [b, e] = n->by_first_token.equal_range(rest[0]);
+  for (auto it = b; it != e; ++it) {
+    Node* c = it->second;
     const int32_t n_tokens = std::min(limit, static_cast<int32_t>(c->tokens.size()));  // partial leaves are shorter
     int32_t k = 0;
     while (k < n_tokens && c->tokens[k] == rest[k]) ++k;
@@ -139,7 +143,7 @@ std::pair<PrefixCache::Node*, int32_t> PrefixCache::best_partial_child(const Nod
     if (k > best_len || (k == best_len && k > 0 &&
                          (c->last_access > best->last_access ||
                           (c->last_access == best->last_access && c->block.value < best->block.value)))) {
-      best = c.get();
+      best = c;
       best_len = k;
     }
   }
@@ -171,20 +175,25 @@ void PrefixCache::insert_partial(std::span<const int32_t> tokens, std::span<cons
   if (!n) return;
   const auto rest = tokens.subspan(static_cast<size_t>(whole) * block_size_);
   if (best_partial_child(n, rest, k).second == k) return;  // a sibling starts with these tokens
-  const uint64_t now = ++clock_;
+  add_child(n, rest, block, ++clock_);
+}
+
+PrefixCache::Node* PrefixCache::add_child(Node* n, std::span<const int32_t> t, BlockId block, uint64_t now) {
   if (n != root_.get() && n->is_lru_leaf()) lru_leaves_.erase({n->last_access, n});  // no longer a leaf
   auto node = std::make_unique<Node>();
-  node->tokens.assign(rest.begin(), rest.end());
+  node->tokens.assign(t.begin(), t.end());
   node->block = block;
   node->parent = n;
   node->last_access = now;
   pool_.incref(block);
   Node* child = node.get();
-  n->children.emplace(hash_block(rest), std::move(node));
+  n->children.emplace(hash_block(t), std::move(node));
+  n->by_first_token.emplace(t[0], child);
   node_of_block_[block.value] = child;
   ++num_nodes_;
-  lru_leaves_.insert({now, child});
+  lru_leaves_.insert({now, child});  // a fresh unpinned leaf; pinning below takes it out
   set_pinned(child, pool_.ref_count(block) > 1);
+  return child;
 }
 
 void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const BlockId> blocks) {
@@ -195,19 +204,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const BlockI
     Node* child = find_child(n, t);
     if (!child) {
       PAGODA_CHECK(node_of_block_.at(blocks[i].value) == nullptr);
-      if (n != root_.get() && n->is_lru_leaf()) lru_leaves_.erase({n->last_access, n});  // no longer a leaf
-      auto node = std::make_unique<Node>();
-      node->tokens.assign(t.begin(), t.end());
-      node->block = blocks[i];
-      node->parent = n;
-      node->last_access = now;
-      pool_.incref(blocks[i]);
-      child = node.get();
-      n->children.emplace(hash_block(t), std::move(node));
-      node_of_block_[blocks[i].value] = child;
-      ++num_nodes_;
-      lru_leaves_.insert({now, child});  // a fresh unpinned leaf; pinning below takes it out
-      set_pinned(child, pool_.ref_count(blocks[i]) > 1);
+      child = add_child(n, t, blocks[i], now);
     } else {
       touch(child, now);
     }
@@ -220,6 +217,12 @@ void PrefixCache::remove_leaf(Node* x) {
   lru_leaves_.erase({x->last_access, x});
   node_of_block_[x->block.value] = nullptr;
   const BlockId block = x->block;
+  auto [fb, fe] = parent->by_first_token.equal_range(x->tokens[0]);
+  for (auto it = fb; it != fe; ++it)
+    if (it->second == x) {
+      parent->by_first_token.erase(it);
+      break;
+    }
   auto [b, e] = parent->children.equal_range(hash_block(x->tokens));
   for (auto it = b; it != e; ++it)
     if (it->second.get() == x) {
@@ -284,6 +287,8 @@ Status PrefixCache::check_invariants() const {
     seen[x->block.value] = true;
     if (node_of_block_[x->block.value] != x) return internal_error(name + ": block index out of date");
     if (x->pinned != (pool_.ref_count(x->block) > 1)) return internal_error(name + ": pinned flag out of date");
+    if (x->parent->by_first_token.count(x->tokens[0]) == 0)
+      return internal_error(name + ": missing from its parent's first-token index");
     int32_t blocked_children = 0;
     for (const auto& [h, c] : x->children) blocked_children += subtree_blocked.at(c.get()) ? 1 : 0;
     if (blocked_children != x->num_blocked_children) return internal_error(name + ": blocked-children count wrong");

@@ -107,6 +107,9 @@ class PrefixCache {
   // n's blocked state flipped: count it and carry the change to ancestors.
   void propagate_blocked(Node* n, bool blocked);
   void remove_leaf(Node* n);
+  // A new leaf under n holding t (block_size tokens, or fewer for a partial
+  // leaf) in `block`, which it references.
+  Node* add_child(Node* n, std::span<const int32_t> t, BlockId block, uint64_t now);
 
   BlockPool& pool_;
   int32_t block_size_;

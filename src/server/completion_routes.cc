@@ -85,6 +85,8 @@ bool stream_body(Job& job, http::Responder& res) {
   const auto total = static_cast<size_t>(num_choices(job.streams));
   std::vector<size_t> offsets(total, 0);
   job.streamed.assign(total, ChoiceResult{});
+  std::vector<bool> starts_stream(total, false);  // the n choices of one prompt share its cached tokens
+  for (const ChoiceStream& s : job.streams) starts_stream[static_cast<size_t>(s.first_index)] = true;
   for (size_t i = 0; i < total; ++i) {
     const auto idx = static_cast<int32_t>(i);
     bool ok = true;
@@ -103,8 +105,7 @@ bool stream_body(Job& job, http::Responder& res) {
   StreamCallbacks cb;
   cb.on_output = [&](int32_t idx, const RequestOutput& o) {
     if (o.finished) job.usage.completion_tokens += o.num_output_tokens;
-    for (const ChoiceStream& s : job.streams)
-      if (o.finished && s.first_index == idx) job.usage.cached_tokens += o.num_cached_tokens;
+    if (o.finished && starts_stream[static_cast<size_t>(idx)]) job.usage.cached_tokens += o.num_cached_tokens;
     const bool has_logprobs = job.logprobs >= 0 && !o.samples.empty();
     if (job.chat) {
       ChoiceResult& so_far = job.streamed[static_cast<size_t>(idx)];
