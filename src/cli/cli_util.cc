@@ -53,12 +53,19 @@ std::string default_model_path() {
 }
 
 void add_kv_dtype_option(CLI::App& app, std::string* name) {
-  app.add_option("--kv-cache-dtype", *name, "KV cache element type (f16: half the memory)")
-      ->check(CLI::IsMember({"f32", "f16"}))
+  app.add_option("--kv-cache-dtype", *name,
+                 "KV cache element type: f32; f16 (half the memory); q8 (= q8_0, 8-bit with a scale per 32: 1/3.8 "
+                 "of f32); q4 (= q4_0, 4-bit: 1/7 of f32)")
+      ->check(CLI::IsMember({"f32", "f16", "q8", "q8_0", "q4", "q4_0"}))
       ->capture_default_str();
 }
 
-DType kv_dtype(const std::string& name) { return name == "f16" ? DType::kF16 : DType::kF32; }
+DType kv_dtype(const std::string& name) {
+  if (name == "f16") return DType::kF16;
+  if (name == "q8" || name == "q8_0") return DType::kQ8_0;
+  if (name == "q4" || name == "q4_0") return DType::kQ4_0;
+  return DType::kF32;
+}
 
 void add_spec_options(CLI::App& app, SpecOptions* opts) {
   app.add_option("--spec", opts->method,

@@ -23,7 +23,7 @@ bool read_text_file(const std::string& path, std::string* out);
 // models/pagoda-small.gguf next to the binary's source tree or the cwd.
 std::string default_model_path();
 
-// --kv-cache-dtype f32|f16 (default f32) into *name; kv_dtype(name) maps it.
+// --kv-cache-dtype f32|f16|q8|q4 (default f32) into *name; kv_dtype(name) maps it.
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
 

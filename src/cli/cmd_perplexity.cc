@@ -28,11 +28,13 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model = default_model_path(), path;
   int32_t n_ctx = 0, max_chunks = 0, threads = 0;
   bool json = false;
+  std::string kv_type = "f32";
   app.add_option("-m,--model", model, "GGUF model file")->capture_default_str();
   app.add_option("-f,--file", path, "text file")->required();
   app.add_option("-c,--ctx-size", n_ctx, "window size (default: the model's context)")->check(CLI::Range(0, 1 << 20));
   app.add_option("--chunks", max_chunks, "score at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  add_kv_dtype_option(app, &kv_type);
   app.add_flag("--json", json, "print a JSON object");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
@@ -58,6 +60,7 @@ int cmd_perplexity(int argc, char** argv) {
   // window is one scheduled slice whose last n_ctx - first logits are kept.
   RunnerConfig rc;
   rc.num_threads = threads;
+  rc.kv_cache_dtype = kv_dtype(kv_type);
   rc.num_blocks = (n_ctx + rc.block_size - 1) / rc.block_size;
   KVCacheManager kv(static_cast<int32_t>(rc.num_blocks), rc.block_size);
   auto runner = ModelRunner::create(std::move(*lm), rc);
@@ -93,8 +96,9 @@ int cmd_perplexity(int argc, char** argv) {
   }
   const double ppl = std::exp(nll / count);
   if (json) {
-    nlohmann::json j = {{"ppl", ppl},           {"nll", nll / count}, {"n_scored", count},
-                        {"n_chunks", n_chunks}, {"n_ctx", n_ctx},     {"n_tokens", tokens.size()}};
+    nlohmann::json j = {
+        {"perplexity", ppl},    {"ppl", ppl},     {"nll", nll / count},        {"n_scored", count},
+        {"n_chunks", n_chunks}, {"n_ctx", n_ctx}, {"n_tokens", tokens.size()}, {"kv_cache_dtype", kv_type}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("perplexity: %.4f (mean NLL %.6f over %lld predictions, %lld windows of %d)\n", ppl, nll / count,

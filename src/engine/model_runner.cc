@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "kernels/attention.h"
 
 namespace pagoda {
 
@@ -16,8 +17,8 @@ int64_t ModelRunner::bytes_per_block(const ModelConfig& m, const RunnerConfig& c
 Status ModelRunner::validate(const ModelConfig& model, const RunnerConfig& config) {
   if (config.num_threads < 0) return invalid_argument("the thread count must not be negative");
   if (config.block_size < 1 || config.block_size > 1024) return invalid_argument("block size must be in 1..1024");
-  if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kF16)
-    return invalid_argument("KV cache dtype must be f32 or f16");
+  if (!kernels::is_kv_dtype(config.kv_cache_dtype))
+    return invalid_argument("KV cache dtype must be f32, f16, q8_0 or q4_0");
   if (config.num_blocks < 1) return invalid_argument("the KV cache needs at least one block");
   if (config.num_host_blocks < 0) return invalid_argument("the swap tier must not have a negative size");
   PAGODA_RETURN_IF_ERROR(KVCacheManager::validate_config(config.num_blocks, config.block_size));

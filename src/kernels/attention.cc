@@ -3,11 +3,69 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
+#include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/ref/quant_ref.h"
 
 namespace pagoda::kernels {
+
+bool is_kv_dtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kQ8_0 || dtype == DType::kQ4_0;
+}
+
+size_t kv_row_bytes(DType dtype, int32_t head_dim) {
+  PAGODA_CHECK(is_kv_dtype(dtype) && head_dim > 0);
+  switch (dtype) {
+    case DType::kF32: return static_cast<size_t>(head_dim) * 4;
+    case DType::kF16: return static_cast<size_t>(head_dim) * 2;
+    default: return dtype_row_bytes(dtype, (head_dim + 31) / 32 * 32);
+  }
+}
+
+void store_kv_row(DType dtype, const float* x, int32_t head_dim, void* row) {
+  switch (dtype) {
+    case DType::kF32: std::memcpy(row, x, static_cast<size_t>(head_dim) * sizeof(float)); return;
+    case DType::kF16: {
+      auto* h = static_cast<uint16_t*>(row);
+      for (int32_t d = 0; d < head_dim; ++d) h[d] = fp32_to_fp16(x[d]);
+      return;
+    }
+    default: {
+      const int32_t whole = head_dim / 32 * 32;
+      if (whole > 0) ref::quantize_row(dtype, x, row, whole);
+      if (whole < head_dim) {
+        float tail[32] = {};  // zero padding quantizes to exact zeros
+        std::copy(x + whole, x + head_dim, tail);
+        ref::quantize_row(dtype, tail, static_cast<uint8_t*>(row) + dtype_row_bytes(dtype, whole), 32);
+      }
+      return;
+    }
+  }
+}
+
+void load_kv_row(DType dtype, const void* row, int32_t head_dim, float* x) {
+  switch (dtype) {
+    case DType::kF32: std::memcpy(x, row, static_cast<size_t>(head_dim) * sizeof(float)); return;
+    case DType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(row);
+      for (int32_t d = 0; d < head_dim; ++d) x[d] = fp16_to_fp32(h[d]);
+      return;
+    }
+    default: {
+      const int32_t whole = head_dim / 32 * 32;
+      if (whole > 0) ref::dequantize_row(dtype, row, x, whole);
+      if (whole < head_dim) {
+        float tail[32];
+        ref::dequantize_row(dtype, static_cast<const uint8_t*>(row) + dtype_row_bytes(dtype, whole), tail, 32);
+        std::copy(tail, tail + (head_dim - whole), x + whole);
+      }
+      return;
+    }
+  }
+}
 
 namespace cpu {
 int32_t attention_max_rows(int32_t n_q, int32_t n_heads) {
@@ -18,10 +76,11 @@ int32_t attention_max_rows(int32_t n_q, int32_t n_heads) {
 
 size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head_dim, int32_t block_size) {
   // acc [rows][head_dim], m and l [rows], scores [rows][key tile], the
-  // transposed key tile [head_dim][key tile], one row's scores and exps.
+  // transposed key tile [head_dim][key tile], one row's scores and exps,
+  // the value tile as floats [key tile][head_dim].
   const size_t rows = static_cast<size_t>(cpu::attention_max_rows(n_q, n_heads));
   return rows * (static_cast<size_t>(head_dim) + 2 + cpu::kAttnKeyTile) +
-         static_cast<size_t>(head_dim) * cpu::kAttnKeyTile + 2 * cpu::kAttnKeyTile;
+         2 * static_cast<size_t>(head_dim) * cpu::kAttnKeyTile + 2 * cpu::kAttnKeyTile;
 }
 
 void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,
@@ -30,7 +89,7 @@ void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t 
                      const AttentionOptions& options) {
   PAGODA_CHECK(kv.num_kv_heads > 0 && n_heads % kv.num_kv_heads == 0);
   PAGODA_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= kv.num_kv_heads);
-  PAGODA_CHECK(kv.head_dim > 0 && kv.block_size > 0 && options.window >= 0);
+  PAGODA_CHECK(kv.head_dim > 0 && kv.block_size > 0 && options.window >= 0 && is_kv_dtype(kv.dtype));
   for (int32_t i = 0; i < n_q; ++i) PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
   cpu::AttentionArgs a;
   a.kv = kv;

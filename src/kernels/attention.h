@@ -8,21 +8,37 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/ids.h"
 
 namespace pagoda::kernels {
 
+// K/V element formats of the paged cache, per row (one token's head_dim
+// elements of one kv head): kF32; kF16 (IEEE half); kQ8_0 and kQ4_0, GGML's
+// blocks of 32 (an f16 scale per block: 34 and 18 bytes), the row's last
+// block zero-padded when head_dim % 32 != 0. Quantized rows are dequantized
+// in registers by the attention kernel.
+bool is_kv_dtype(DType dtype);
+// Bytes of one row in `dtype` (is_kv_dtype).
+size_t kv_row_bytes(DType dtype, int32_t head_dim);
+// Stores head_dim floats as one row (quantizing for kQ8_0 / kQ4_0).
+void store_kv_row(DType dtype, const float* x, int32_t head_dim, void* row);
+// The row's head_dim values as floats (the reference dequantization).
+void load_kv_row(DType dtype, const void* row, int32_t head_dim, float* x);
+
 // One layer of the paged cache (KVStorage::k_data / v_data). Block b holds
-// [num_kv_heads][block_size][head_dim] elements (f32, or f16 bits as
-// uint16_t) starting at element b * block_stride of k / v.
+// [num_kv_heads][block_size] rows of kv_row_bytes(dtype, head_dim) bytes,
+// starting at byte b * block_bytes() of k / v.
 struct PagedKVView {
   const void* k;
   const void* v;
   int32_t block_size;
   int32_t num_kv_heads;
   int32_t head_dim;
-  size_t block_stride;  // elements
-  bool f16 = false;     // elements are IEEE half, else float
+  DType dtype = DType::kF32;
+
+  size_t row_bytes() const { return kv_row_bytes(dtype, head_dim); }
+  size_t block_bytes() const { return static_cast<size_t>(num_kv_heads) * block_size * row_bytes(); }
 };
 
 // What besides causality shapes one sequence's attention.

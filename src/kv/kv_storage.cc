@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/fp16.h"
+#include "kernels/attention.h"
 
 namespace pagoda {
 namespace {
@@ -32,18 +32,18 @@ void KVStorage::Unmap::operator()(uint8_t* p) const {
 }
 
 float* KVStorage::f32(uint8_t* p) const {
-  PAGODA_CHECK(dtype_ == DType::kF32 && "typed float access to an f16 KV cache");
+  PAGODA_CHECK(dtype_ == DType::kF32 && "typed float access to a non-f32 KV cache");
   return reinterpret_cast<float*>(p);
 }
 const float* KVStorage::f32(const uint8_t* p) const {
-  PAGODA_CHECK(dtype_ == DType::kF32 && "typed float access to an f16 KV cache");
+  PAGODA_CHECK(dtype_ == DType::kF32 && "typed float access to a non-f32 KV cache");
   return reinterpret_cast<const float*>(p);
 }
 
 Status KVStorage::validate(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
                            int32_t head_dim, DType dtype) {
-  if (dtype != DType::kF32 && dtype != DType::kF16)
-    return invalid_argument("KV cache dtype must be f32 or f16, not " + std::string(dtype_name(dtype)));
+  if (!kernels::is_kv_dtype(dtype))
+    return invalid_argument("KV cache dtype must be f32, f16, q8_0 or q4_0, not " + std::string(dtype_name(dtype)));
   if (num_layers < 1 || num_blocks < 0 || block_size < 1 || num_kv_heads < 1 || head_dim < 1) {
     return invalid_argument("KV storage shape must be positive: layers=" + std::to_string(num_layers) +
                             " blocks=" + std::to_string(num_blocks) + " block_size=" + std::to_string(block_size) +
@@ -65,9 +65,10 @@ KVStorage::KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size,
       num_kv_heads_(num_kv_heads),
       head_dim_(head_dim),
       dtype_(dtype),
-      block_stride_(static_cast<size_t>(num_kv_heads) * block_size * head_dim),
-      layer_stride_(block_stride_ * num_blocks) {
-  const size_t n = layer_stride_ * num_layers * element_bytes();
+      row_bytes_(kernels::is_kv_dtype(dtype) && head_dim > 0 ? kernels::kv_row_bytes(dtype, head_dim) : 0),
+      block_bytes_(static_cast<size_t>(num_kv_heads) * block_size * row_bytes_),
+      layer_bytes_(block_bytes_ * num_blocks) {
+  const size_t n = layer_bytes_ * num_layers;
   k_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
   if (k_ != nullptr) v_ = std::unique_ptr<uint8_t[], Unmap>(map_bytes(n), Unmap{n});
 }
@@ -94,7 +95,7 @@ Result<std::unique_ptr<KVStorage>> KVStorage::create(int32_t num_layers, int32_t
 
 size_t KVStorage::offset(int32_t layer, int32_t block) const {
   PAGODA_DCHECK(layer >= 0 && layer < num_layers_ && block >= 0 && block < num_blocks_);
-  return (layer_stride_ * layer + block_stride_ * block) * element_bytes();
+  return layer_bytes_ * layer + block_bytes_ * block;
 }
 
 void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const float* v_token) {
@@ -104,20 +105,9 @@ void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const f
   uint8_t* kb = k_.get() + offset(layer, block);
   uint8_t* vb = v_.get() + offset(layer, block);
   for (int32_t h = 0; h < num_kv_heads_; ++h) {
-    const size_t dst = (static_cast<size_t>(h) * block_size_ + off) * head_dim_;
-    const float* ks = k_token + static_cast<size_t>(h) * head_dim_;
-    const float* vs = v_token + static_cast<size_t>(h) * head_dim_;
-    if (dtype_ == DType::kF16) {
-      auto* kd = reinterpret_cast<uint16_t*>(kb) + dst;
-      auto* vd = reinterpret_cast<uint16_t*>(vb) + dst;
-      for (int32_t d = 0; d < head_dim_; ++d) {
-        kd[d] = fp32_to_fp16(ks[d]);
-        vd[d] = fp32_to_fp16(vs[d]);
-      }
-    } else {
-      std::memcpy(reinterpret_cast<float*>(kb) + dst, ks, head_dim_ * sizeof(float));
-      std::memcpy(reinterpret_cast<float*>(vb) + dst, vs, head_dim_ * sizeof(float));
-    }
+    const size_t dst = (static_cast<size_t>(h) * block_size_ + off) * row_bytes_;
+    kernels::store_kv_row(dtype_, k_token + static_cast<size_t>(h) * head_dim_, head_dim_, kb + dst);
+    kernels::store_kv_row(dtype_, v_token + static_cast<size_t>(h) * head_dim_, head_dim_, vb + dst);
   }
 }
 
@@ -125,28 +115,25 @@ void KVStorage::copy_block(BlockId src_id, BlockId dst_id) {
   const int32_t src = src_id.value, dst = dst_id.value;
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
   if (src == dst) return;
-  const size_t bytes = block_stride_ * element_bytes();
   for (int32_t l = 0; l < num_layers_; ++l) {
-    std::memcpy(k_.get() + offset(l, dst), k_.get() + offset(l, src), bytes);
-    std::memcpy(v_.get() + offset(l, dst), v_.get() + offset(l, src), bytes);
+    std::memcpy(k_.get() + offset(l, dst), k_.get() + offset(l, src), block_bytes_);
+    std::memcpy(v_.get() + offset(l, dst), v_.get() + offset(l, src), block_bytes_);
   }
 }
 
 void KVStorage::copy_block_to(BlockId src_id, KVStorage& d, BlockId dst_id) const {
   const int32_t src = src_id.value, dst = dst_id.value;
-  PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_stride_ == block_stride_ && d.dtype_ == dtype_);
+  PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_bytes_ == block_bytes_ && d.dtype_ == dtype_);
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < d.num_blocks_);
-  const size_t bytes = block_stride_ * element_bytes();
   for (int32_t l = 0; l < num_layers_; ++l) {
-    std::memcpy(d.k_.get() + d.offset(l, dst), k_.get() + offset(l, src), bytes);
-    std::memcpy(d.v_.get() + d.offset(l, dst), v_.get() + offset(l, src), bytes);
+    std::memcpy(d.k_.get() + d.offset(l, dst), k_.get() + offset(l, src), block_bytes_);
+    std::memcpy(d.v_.get() + d.offset(l, dst), v_.get() + offset(l, src), block_bytes_);
   }
 }
 
 size_t KVStorage::bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
                                   DType dtype) {
-  const size_t es = dtype == DType::kF16 ? 2 : 4;
-  return 2 * es * static_cast<size_t>(num_layers) * block_size * num_kv_heads * head_dim;
+  return 2 * kernels::kv_row_bytes(dtype, head_dim) * num_layers * block_size * num_kv_heads;
 }
 
 }  // namespace pagoda

@@ -1,9 +1,11 @@
-// The K/V memory of every layer, in fixed-size blocks of f32 or f16 (IEEE
+// The K/V memory of every layer, in fixed-size blocks of f32, f16 (IEEE
 // half: half the memory and the attention reads, like llama.cpp's default
-// cache). Block layout per layer: [num_kv_heads][block_size][head_dim],
-// head-major so one head's keys within a block are contiguous. K and V live
-// in separate page-aligned (so 64-byte-aligned), lazily zeroed regions of
-// [num_layers][num_blocks][block_stride] elements.
+// cache), or Q8_0 / Q4_0 (quantized when written, dequantized in registers
+// by attention: about 1/3.8 and 1/7 of f32). Block layout per layer:
+// [num_kv_heads][block_size] rows of kernels::kv_row_bytes(dtype, head_dim)
+// bytes, head-major so one head's keys within a block are contiguous. K and
+// V live in separate page-aligned (so 64-byte-aligned), lazily zeroed regions
+// of [num_layers][num_blocks][block_bytes] bytes.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +22,7 @@ namespace pagoda {
 class KVStorage {
  public:
   // CHECKs shapes and allocation; use create() for sizes a user chose.
-  // dtype: DType::kF32 or DType::kF16.
+  // dtype: kernels::is_kv_dtype (f32, f16, q8_0, q4_0).
   KVStorage(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
             DType dtype = DType::kF32);
   static Result<std::unique_ptr<KVStorage>> create(int32_t num_layers, int32_t num_blocks, int32_t block_size,
@@ -41,9 +43,10 @@ class KVStorage {
   const void* v_data(int32_t layer) const { return v_.get() + offset(layer, 0); }
 
   DType dtype() const { return dtype_; }
-  size_t element_bytes() const { return dtype_ == DType::kF16 ? 2 : 4; }
-  // Elements per block per layer = num_kv_heads * block_size * head_dim.
-  size_t block_stride() const { return block_stride_; }
+  // Bytes of one token's head_dim elements of one kv head.
+  size_t row_bytes() const { return row_bytes_; }
+  // Bytes per block per layer (K or V) = num_kv_heads * block_size * row_bytes.
+  size_t block_bytes() const { return block_bytes_; }
 
   // Stores one token: k_token / v_token are [num_kv_heads][head_dim];
   // slot = block * block_size + offset.
@@ -57,7 +60,7 @@ class KVStorage {
   // K + V bytes of one block over all layers.
   static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
                                 DType dtype = DType::kF32);
-  size_t num_bytes() const { return 2 * layer_stride_ * num_layers_ * element_bytes(); }
+  size_t num_bytes() const { return 2 * layer_bytes_ * num_layers_; }
 
   int32_t num_layers() const { return num_layers_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -85,8 +88,9 @@ class KVStorage {
   int32_t num_kv_heads_;
   int32_t head_dim_;
   DType dtype_;
-  size_t block_stride_;  // elements
-  size_t layer_stride_;  // elements
+  size_t row_bytes_;
+  size_t block_bytes_;
+  size_t layer_bytes_;
   std::unique_ptr<uint8_t[], Unmap> k_;
   std::unique_ptr<uint8_t[], Unmap> v_;
 };

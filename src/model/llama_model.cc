@@ -224,8 +224,8 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     }
   });
 
-  kernels::PagedKVView view{kv.k_data(il), kv.v_data(il),     kv.block_size(),          c.num_kv_heads,
-                            c.head_dim,    kv.block_stride(), kv.dtype() == DType::kF16};
+  const kernels::PagedKVView view{kv.k_data(il),  kv.v_data(il), kv.block_size(),
+                                  c.num_kv_heads, c.head_dim,    kv.dtype()};
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // One work item per (sequence, kv head): GQA groups stay on one thread.
   const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.num_kv_heads;

@@ -33,8 +33,10 @@ inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n
 }
 
 inline std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_bytes, int32_t block_size = 4,
-                                           SchedulerConfig sched = {}, int64_t swap_bytes = 0) {
+                                           SchedulerConfig sched = {}, int64_t swap_bytes = 0,
+                                           DType kv_dtype = DType::kF32) {
   EngineConfig cfg;
+  cfg.kv_cache_dtype = kv_dtype;
   cfg.num_threads = 1;
   cfg.kv_cache_bytes = kv_bytes;
   cfg.swap_space_bytes = swap_bytes;

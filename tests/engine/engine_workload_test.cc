@@ -38,8 +38,8 @@ std::vector<Job> random_jobs(uint32_t seed, int n, int32_t vocab_size) {
   return jobs;
 }
 
-std::vector<int32_t> run_alone(const std::string& path, const RequestSpec& spec) {
-  auto e = make_engine(path, 64 << 20);
+std::vector<int32_t> run_alone(const std::string& path, const RequestSpec& spec, DType kv_dtype) {
+  auto e = make_engine(path, 64 << 20, 4, {}, 0, kv_dtype);
   EXPECT_TRUE(e->add_request(spec).is_ok());
   std::vector<int32_t> out;
   while (e->has_unfinished())
@@ -52,6 +52,7 @@ struct WorkloadCase {
   PreemptMode mode;
   int32_t kv_blocks;
   int32_t budget;
+  DType kv_dtype = DType::kF32;  // quantized K/V must recompute, swap and copy exactly too
 };
 
 class EngineWorkload : public ::testing::TestWithParam<WorkloadCase> {};
@@ -68,8 +69,8 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
   auto probe = make_engine(path, 64 << 20);
   const auto& mc = probe->model_config();
   const int64_t block_bytes =
-      static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
-  auto e = make_engine(path, block_bytes * c.kv_blocks, 4, sc, block_bytes * 64);
+      static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim, c.kv_dtype));
+  auto e = make_engine(path, block_bytes * c.kv_blocks, 4, sc, block_bytes * 64, c.kv_dtype);
 
   for (uint32_t seed : {1u, 2u, 3u}) {
     const auto jobs = random_jobs(seed, 14, mc.vocab_size);
@@ -102,7 +103,7 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
       ASSERT_TRUE(reason.count(id)) << "request " << id << " never finished";
       if (reason[id] == FinishReason::kAbort) continue;
       EXPECT_EQ(reason[id], FinishReason::kLength);
-      EXPECT_EQ(got[id], run_alone(path, jobs[j].spec)) << "request " << id << " seed " << seed;
+      EXPECT_EQ(got[id], run_alone(path, jobs[j].spec, c.kv_dtype)) << "request " << id << " seed " << seed;
     }
   }
   EXPECT_GT(e->scheduler().num_preemptions(), 0) << "the workload should force preemption";
@@ -112,7 +113,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, EngineWorkload,
                          ::testing::Values(WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kRecompute, 24, 64},
                                            WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kSwap, 24, 64},
                                            WorkloadCase{SchedPolicy::kPriority, PreemptMode::kRecompute, 20, 32},
-                                           WorkloadCase{SchedPolicy::kSjf, PreemptMode::kSwap, 20, 16}));
+                                           WorkloadCase{SchedPolicy::kSjf, PreemptMode::kSwap, 20, 16},
+                                           WorkloadCase{SchedPolicy::kFcfs, PreemptMode::kSwap, 24, 64, DType::kQ8_0},
+                                           WorkloadCase{SchedPolicy::kLpm, PreemptMode::kRecompute, 20, 32,
+                                                        DType::kQ4_0}));
 
 TEST(EngineChunkedPrefill, LongPromptDoesNotStallDecodes) {
   const std::string path = tiny_model_path();

@@ -13,9 +13,11 @@ namespace {
 
 using testing_util::tiny_model_path;
 
-std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy policy = SchedPolicy::kFcfs) {
+std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy policy = SchedPolicy::kFcfs,
+                                    DType kv_dtype = DType::kF32) {
   const std::string path = tiny_model_path();
   EngineConfig cfg;
+  cfg.kv_cache_dtype = kv_dtype;
   cfg.num_threads = 1;
   cfg.block_size = 4;
   cfg.enable_prefix_caching = cache;
@@ -24,8 +26,8 @@ std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy p
   cfg.sched.max_num_batched_tokens = 48;
   auto probe = Engine::create(path, cfg);
   const auto& mc = (*probe)->model_config();
-  cfg.kv_cache_bytes =
-      kv_blocks * static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim));
+  cfg.kv_cache_bytes = kv_blocks * static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads,
+                                                                                   mc.head_dim, kv_dtype));
   auto e = Engine::create(path, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   return std::move(e).value();
@@ -74,10 +76,11 @@ std::vector<std::pair<int, RequestSpec>> shared_prefix_jobs(uint32_t seed, int32
   return jobs;
 }
 
-TEST(PrefixCacheEngine, SameGreedyOutputsWithCacheOnAndOff) {
+void check_cache_on_and_off(DType kv_dtype) {
+  SCOPED_TRACE(dtype_name(kv_dtype).data());
   for (int64_t blocks : {200, 40}) {  // roomy, then eviction pressure
-    auto on = engine_with(true, blocks);
-    auto off = engine_with(false, blocks);
+    auto on = engine_with(true, blocks, SchedPolicy::kFcfs, kv_dtype);
+    auto off = engine_with(false, blocks, SchedPolicy::kFcfs, kv_dtype);
     const auto jobs = shared_prefix_jobs(4, on->model_config().vocab_size);
     const auto got_on = run(*on, jobs);
     const auto got_off = run(*off, jobs);
@@ -89,6 +92,14 @@ TEST(PrefixCacheEngine, SameGreedyOutputsWithCacheOnAndOff) {
       EXPECT_GT(on->kv_manager().prefix_cache()->num_evictions(), 0);
     }
   }
+}
+
+TEST(PrefixCacheEngine, SameGreedyOutputsWithCacheOnAndOff) { check_cache_on_and_off(DType::kF32); }
+// Cached quantized blocks (and their copy-on-write copies) are reused as
+// stored: the same outputs as recomputing them.
+TEST(PrefixCacheEngine, QuantizedKvSameGreedyOutputsWithCacheOnAndOff) {
+  check_cache_on_and_off(DType::kQ8_0);
+  check_cache_on_and_off(DType::kQ4_0);
 }
 
 TEST(PrefixCacheEngine, MultiTurnChatReusesEarlierTurns) {

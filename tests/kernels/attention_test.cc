@@ -33,31 +33,33 @@ struct Case {
   int32_t block_size;
   int32_t kv_len;
   std::vector<int32_t> q_pos;
-  float q_gain = 1.0f;  // > 1 makes scores large and the softmax peaky
-  bool f16 = false;     // cache holds IEEE half (the reference reads the same halves)
-  int32_t window = 0;   // sliding window (0: none)
-  bool sinks = false;   // random per-head sink logits
+  float q_gain = 1.0f;        // > 1 makes scores large and the softmax peaky
+  DType dtype = DType::kF32;  // the cache's format (the reference reads the same rows)
+  int32_t window = 0;         // sliding window (0: none)
+  bool sinks = false;         // random per-head sink logits
   std::string describe() const {
     char buf[240];
-    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g%s window=%d%s",
+    std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g %s window=%d%s",
                   head_dim, n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0],
-                  q_gain, f16 ? " f16" : "", window, sinks ? " sinks" : "");
+                  q_gain, dtype_name(dtype).data(), window, sinks ? " sinks" : "");
     return buf;
   }
 };
 
 // A paged cache holding kv_len keys in shuffled blocks. Blocks outside the
-// table and slots past kv_len hold NaN, so reading them poisons the output.
+// table and slots past kv_len hold NaN (all-ones bytes: a NaN scale in
+// quantized rows), so reading them poisons the output.
 struct Fixture {
   PagedKVView view;
-  std::vector<float> k, v;
-  std::vector<uint16_t> k16, v16;  // the f16 copy (Case::f16)
+  std::vector<float> k, v;  // the f32 values, `stride` floats a block
+  size_t stride = 0;
+  std::vector<uint8_t> kq, vq;  // the rows in Case::dtype when not f32
   std::vector<BlockId> table;
 
   Fixture(const Case& c, std::mt19937& rng) {
     const int32_t n_used = (c.kv_len + c.block_size - 1) / c.block_size;
     const int32_t n_blocks = n_used + 3;
-    const size_t stride = static_cast<size_t>(c.num_kv_heads) * c.block_size * c.head_dim;
+    stride = static_cast<size_t>(c.num_kv_heads) * c.block_size * c.head_dim;
     k.assign(stride * n_blocks, kNaN);
     v.assign(stride * n_blocks, kNaN);
     std::vector<int32_t> perm(n_blocks);
@@ -75,11 +77,18 @@ struct Fixture {
         }
       }
     }
-    view = PagedKVView{k.data(), v.data(), c.block_size, c.num_kv_heads, c.head_dim, stride};
-    if (c.f16) {
-      for (float x : k) k16.push_back(fp32_to_fp16(x));
-      for (float x : v) v16.push_back(fp32_to_fp16(x));
-      view = PagedKVView{k16.data(), v16.data(), c.block_size, c.num_kv_heads, c.head_dim, stride, true};
+    view = PagedKVView{k.data(), v.data(), c.block_size, c.num_kv_heads, c.head_dim};
+    if (c.dtype != DType::kF32) {
+      const size_t rb = kv_row_bytes(c.dtype, c.head_dim);
+      const size_t rows = k.size() / c.head_dim;
+      kq.assign(rows * rb, 0xFF);
+      vq.assign(rows * rb, 0xFF);
+      for (size_t r = 0; r < rows; ++r) {
+        if (std::isnan(k[r * c.head_dim])) continue;
+        store_kv_row(c.dtype, &k[r * c.head_dim], c.head_dim, &kq[r * rb]);
+        store_kv_row(c.dtype, &v[r * c.head_dim], c.head_dim, &vq[r * rb]);
+      }
+      view = PagedKVView{kq.data(), vq.data(), c.block_size, c.num_kv_heads, c.head_dim, c.dtype};
     }
   }
 };
@@ -223,10 +232,10 @@ TEST_F(PagedAttention, UnorderedPositionsAndRepeats) {
   }
 }
 
-// An f16 cache (half the memory and reads): decode, prefill and chunked
-// prefill on every ISA, against the reference reading the same halves.
-TEST_F(PagedAttention, F16CacheMatchesReference) {
-  uint32_t seed = 8000;
+// f16 (half the memory and reads) and quantized caches (Q8_0, Q4_0 rows
+// dequantized in registers): decode, prefill and chunked prefill on every
+// ISA, against the reference reading the same rows.
+void check_cache_dtype(DType dtype, uint32_t seed) {
   double worst = 0;
   for (int32_t hd : kHeadDims)
     for (HeadConfig hc : kHeads)
@@ -235,12 +244,15 @@ TEST_F(PagedAttention, F16CacheMatchesReference) {
         Case pre{hd, hc.n_heads, hc.num_kv_heads, bs, 70, range(0, 70)};
         Case chunk{hd, hc.n_heads, hc.num_kv_heads, bs, 64, range(40, 64)};
         for (Case* c : {&dec, &pre, &chunk}) {
-          c->f16 = true;
+          c->dtype = dtype;
           worst = std::max(worst, check_case(*c, seed++));
         }
       }
-  std::printf("worst relative error %.3g (tolerance 1e-5)\n", worst);
+  std::printf("%s: worst relative error %.3g (tolerance 1e-5)\n", dtype_name(dtype).data(), worst);
 }
+TEST_F(PagedAttention, F16CacheMatchesReference) { check_cache_dtype(DType::kF16, 8000); }
+TEST_F(PagedAttention, Q8CacheMatchesReference) { check_cache_dtype(DType::kQ8_0, 8200); }
+TEST_F(PagedAttention, Q4CacheMatchesReference) { check_cache_dtype(DType::kQ4_0, 8400); }
 
 TEST_F(PagedAttention, LargeScoresStayFinite) {
   double worst = 0;
@@ -271,7 +283,7 @@ TEST_F(PagedAttention, HeadRangesComposeAndLeaveOthersUntouched) {
 // sizes, context lengths and query sets, on every ISA.
 // A random shape: head dim 1..max_hd, 1-3 kv heads, GQA groups 1..max_group,
 // blocks of 1-20, a context of 1..max_kv, a prefill chunk ending at the
-// context or up to 12 scattered positions, f32 or f16 K/V.
+// context or up to 12 scattered positions, K/V in any cache dtype.
 Case random_case(std::mt19937& rng, int32_t max_hd, int32_t max_group, int32_t max_kv) {
   const int32_t hd = 1 + static_cast<int32_t>(rng() % max_hd);
   const int32_t kv_heads = 1 + static_cast<int32_t>(rng() % 3);
@@ -286,7 +298,8 @@ Case random_case(std::mt19937& rng, int32_t max_hd, int32_t max_group, int32_t m
     for (int32_t& p : pos) p = static_cast<int32_t>(rng() % kv_len);
   }
   Case c{hd, group * kv_heads, kv_heads, bs, kv_len, pos};
-  c.f16 = rng() % 2;
+  constexpr DType kDtypes[] = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0};
+  c.dtype = kDtypes[rng() % 4];
   return c;
 }
 
@@ -332,7 +345,7 @@ TEST_F(PagedAttention, SinkScalesTheOutputDown) {
   std::vector<float> scratch(paged_attention_scratch_floats(1, 2, 16, 4));
   paged_attention(f.view, f.table.data(), 1, q.data(), 0, c.q_pos.data(), 1, 2, 0.25f, got.data(), 0, 0, 1,
                   scratch.data(), {.sinks = sinks});
-  const size_t off = f.table[0].value * f.view.block_stride;
+  const size_t off = f.table[0].value * f.stride;
   for (int32_t d = 0; d < 16; ++d) {
     EXPECT_NEAR(got[d], 0.5f * f.v[off + d], 1e-6f);
     EXPECT_NEAR(got[16 + d], 0.25f * f.v[off + d], 1e-6f);
@@ -351,7 +364,7 @@ TEST_F(PagedAttention, WindowOfOneIsTheValueItself) {
                   scratch.data(), {.window = 1});
   for (int32_t p = 0; p < 70; ++p)
     for (int32_t h = 0; h < 4; ++h) {
-      const size_t off = f.table[p / 4].value * f.view.block_stride + (static_cast<size_t>(h / 2) * 4 + p % 4) * 16;
+      const size_t off = f.table[p / 4].value * f.stride + (static_cast<size_t>(h / 2) * 4 + p % 4) * 16;
       for (int32_t d = 0; d < 16; ++d) ASSERT_FLOAT_EQ(got[(p * 4 + h) * 16 + d], f.v[off + d]);
     }
 }
@@ -365,7 +378,7 @@ TEST_F(PagedAttention, DetectsAWrongAnswer) {
   std::vector<float> q(c.n_heads * c.head_dim, 0.5f), want(q.size()), got(q.size());
   ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f, want.data(),
                        0, 0, 1);
-  f.v[f.table[0].value * f.view.block_stride] += 1.0f;  // value of key 0, dim 0
+  f.v[f.table[0].value * f.stride] += 1.0f;  // value of key 0, dim 0
   std::vector<float> scratch(paged_attention_scratch_floats(1, c.n_heads, c.head_dim, c.block_size));
   paged_attention(f.view, f.table.data(), c.kv_len, q.data(), 0, c.q_pos.data(), 1, c.n_heads, 0.25f, got.data(), 0, 0,
                   1, scratch.data());

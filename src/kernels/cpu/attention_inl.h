@@ -9,31 +9,53 @@
 // sum l, accumulator acc), so each K/V tile is read once per group. Scores
 // come either from one dot product per key (horizontal sums), or, for tiles
 // with at least kMinRowsTransposed rows, from a transposed copy of the key
-// tile (keys in lanes: no horizontal sums, two vectors per row; f16 keys
-// converted once per tile rather than once per row), the threshold chosen
-// per ISA and K/V element type by benchmark.
+// tile (keys in lanes: no horizontal sums, two vectors per row; f16 and
+// quantized keys converted once per tile rather than once per row), the
+// threshold chosen per ISA and K/V element type by benchmark.
 
 using VF = V::F;
 constexpr int kW = V::kLanes;
 static_assert(kAttnKeyTile == 2 * kW, "a key tile is two vectors of scores");
 
-template <class E>
-inline VF load_e(const E* p) {
-  if constexpr (std::is_same_v<E, float>) {
-    return V::load_f(p);
-  } else {
-    return V::load_f16(p);
+// K/V row formats (kernels::kv_row_bytes): a row is one token's head_dim
+// elements of one kv head. load(row, d): elements d .. d + 15 (d % 16 == 0);
+// load_part(row, d, n): the first n of them (1 <= n <= 16), zeros after.
+struct RowF32 {
+  static VF load(const uint8_t* r, int32_t d) { return V::load_f(reinterpret_cast<const float*>(r) + d); }
+  static VF load_part(const uint8_t* r, int32_t d, int32_t n) {
+    return V::load_f_part(reinterpret_cast<const float*>(r) + d, n);
   }
-}
-// The first n elements (0 <= n <= kW), zeros after.
-template <class E>
-inline VF load_e_part(const E* p, int32_t n) {
-  if constexpr (std::is_same_v<E, float>) {
-    return V::load_f_part(p, n);
-  } else {
-    return V::load_f16_part(p, n);
+};
+struct RowF16 {
+  static VF load(const uint8_t* r, int32_t d) { return V::load_f16(r + 2 * static_cast<size_t>(d)); }
+  static VF load_part(const uint8_t* r, int32_t d, int32_t n) {
+    return V::load_f16_part(reinterpret_cast<const uint16_t*>(r) + d, n);
   }
+};
+inline float block_scale(const uint8_t* b) {
+  uint16_t h;
+  std::memcpy(&h, b, sizeof h);
+  return fp16_to_fp32(h);
 }
+// Q8_0 blocks (f16 scale, 32 int8). The row's last block is zero-padded, so
+// a part is a whole load.
+struct RowQ8 {
+  static VF load(const uint8_t* r, int32_t d) {
+    const uint8_t* b = r + (d / 32) * 34;
+    return V::mul(V::load_i8_f(reinterpret_cast<const int8_t*>(b + 2 + d % 32)), V::set1_f(block_scale(b)));
+  }
+  static VF load_part(const uint8_t* r, int32_t d, int32_t) { return load(r, d); }
+};
+// Q4_0 blocks (f16 scale, 16 bytes: elements 0-15 in the low nibbles,
+// 16-31 in the high ones), value (q - 8) * scale.
+struct RowQ4 {
+  static VF load(const uint8_t* r, int32_t d) {
+    const uint8_t* b = r + (d / 32) * 18;
+    const float s = block_scale(b);
+    return V::fmadd(V::load_u4_f(b + 2, d % 32 != 0), V::set1_f(s), V::set1_f(-8.0f * s));
+  }
+  static VF load_part(const uint8_t* r, int32_t d, int32_t) { return load(r, d); }
+};
 
 inline float exp1(float x) {
   float e[kW];
@@ -43,41 +65,42 @@ inline float exp1(float x) {
 
 // s[k] = q . keys[k] for kKeys keys at once: independent FMA chains, q
 // loaded once.
-template <int kKeys, class E>
-void dot_block(const float* q, const E* const* keys, int32_t hd, float* s) {
+template <int kKeys, class R>
+void dot_block(const float* q, const uint8_t* const* keys, int32_t hd, float* s) {
   VF a[kKeys];
   for (int k = 0; k < kKeys; ++k) a[k] = V::zero_f();
   int32_t d = 0;
   for (; d + kW <= hd; d += kW) {
     const VF x = V::load_f(q + d);
-    for (int k = 0; k < kKeys; ++k) a[k] = V::fmadd(x, load_e(keys[k] + d), a[k]);
+    for (int k = 0; k < kKeys; ++k) a[k] = V::fmadd(x, R::load(keys[k], d), a[k]);
   }
   if (d < hd) {
     const VF x = V::load_f_part(q + d, hd - d);
-    for (int k = 0; k < kKeys; ++k) a[k] = V::fmadd(x, load_e_part(keys[k] + d, hd - d), a[k]);
+    for (int k = 0; k < kKeys; ++k) a[k] = V::fmadd(x, R::load_part(keys[k], d, hd - d), a[k]);
   }
   for (int k = 0; k < kKeys; ++k) s[k] = V::hsum(a[k]);
 }
 
 // s[j] = q . keys[j] for j < n.
-template <class E>
-void dot_keys(const float* q, const E* const* keys, int32_t n, int32_t hd, float* s) {
+template <class R>
+void dot_keys(const float* q, const uint8_t* const* keys, int32_t n, int32_t hd, float* s) {
   constexpr int kB = V::kAccF;
   int32_t j = 0;
-  for (; j + kB <= n; j += kB) dot_block<kB, E>(q, keys + j, hd, s + j);
+  for (; j + kB <= n; j += kB) dot_block<kB, R>(q, keys + j, hd, s + j);
   if constexpr (kB > 4) {
     if (j + 4 <= n) {
-      dot_block<4, E>(q, keys + j, hd, s + j);
+      dot_block<4, R>(q, keys + j, hd, s + j);
       j += 4;
     }
   }
-  for (; j < n; ++j) dot_block<1, E>(q, keys + j, hd, s + j);
+  for (; j < n; ++j) dot_block<1, R>(q, keys + j, hd, s + j);
 }
 
 // acc[d0 .. d0 + kChunks * kW) (the last chunk holding `last` lanes) kept in
 // registers across all n values, so the FMAs are independent.
-template <int kChunks, class E>
-void weighted_block(float* acc, VF vc, const float* p, const E* const* vals, int32_t n, int32_t d0, int32_t last) {
+template <int kChunks, class R>
+void weighted_block(float* acc, VF vc, const float* p, const uint8_t* const* vals, int32_t n, int32_t d0,
+                    int32_t last) {
   constexpr int kFull = kChunks - 1;
   const bool partial = last < kW;
   VF a[kChunks];
@@ -85,9 +108,10 @@ void weighted_block(float* acc, VF vc, const float* p, const E* const* vals, int
   a[kFull] = V::mul(partial ? V::load_f_part(acc + d0 + kFull * kW, last) : V::load_f(acc + d0 + kFull * kW), vc);
   for (int32_t j = 0; j < n; ++j) {
     const VF pj = V::set1_f(p[j]);
-    const E* v = vals[j] + d0;
-    for (int c = 0; c < kFull; ++c) a[c] = V::fmadd(pj, load_e(v + c * kW), a[c]);
-    a[kFull] = V::fmadd(pj, partial ? load_e_part(v + kFull * kW, last) : load_e(v + kFull * kW), a[kFull]);
+    const uint8_t* v = vals[j];
+    for (int c = 0; c < kFull; ++c) a[c] = V::fmadd(pj, R::load(v, d0 + c * kW), a[c]);
+    const int32_t dl = d0 + kFull * kW;
+    a[kFull] = V::fmadd(pj, partial ? R::load_part(v, dl, last) : R::load(v, dl), a[kFull]);
   }
   for (int c = 0; c < kFull; ++c) V::store_f(acc + d0 + c * kW, a[c]);
   if (partial) {
@@ -98,8 +122,8 @@ void weighted_block(float* acc, VF vc, const float* p, const E* const* vals, int
 }
 
 // acc = c * acc + sum_j p[j] * vals[j] over hd dims.
-template <class E>
-void weighted_sum(float* acc, float c, const float* p, const E* const* vals, int32_t n, int32_t hd) {
+template <class R>
+void weighted_sum(float* acc, float c, const float* p, const uint8_t* const* vals, int32_t n, int32_t hd) {
   constexpr int kMax = V::kAccF;  // chunks held in registers at once
   static_assert(kMax == 4 || kMax == 8, "weighted_sum handles 4 or 8 register chunks");
   const VF vc = V::set1_f(c);
@@ -108,17 +132,17 @@ void weighted_sum(float* acc, float c, const float* p, const E* const* vals, int
     const int32_t chunks = (rem + kW - 1) / kW;
     const int32_t last = rem - (chunks - 1) * kW;
     switch (chunks) {
-      case 1: weighted_block<1, E>(acc, vc, p, vals, n, d0, last); break;
-      case 2: weighted_block<2, E>(acc, vc, p, vals, n, d0, last); break;
-      case 3: weighted_block<3, E>(acc, vc, p, vals, n, d0, last); break;
-      case 4: weighted_block<4, E>(acc, vc, p, vals, n, d0, last); break;
+      case 1: weighted_block<1, R>(acc, vc, p, vals, n, d0, last); break;
+      case 2: weighted_block<2, R>(acc, vc, p, vals, n, d0, last); break;
+      case 3: weighted_block<3, R>(acc, vc, p, vals, n, d0, last); break;
+      case 4: weighted_block<4, R>(acc, vc, p, vals, n, d0, last); break;
       default:
         if constexpr (kMax == 8) {
           switch (chunks) {
-            case 5: weighted_block<5, E>(acc, vc, p, vals, n, d0, last); break;
-            case 6: weighted_block<6, E>(acc, vc, p, vals, n, d0, last); break;
-            case 7: weighted_block<7, E>(acc, vc, p, vals, n, d0, last); break;
-            default: weighted_block<8, E>(acc, vc, p, vals, n, d0, last); break;
+            case 5: weighted_block<5, R>(acc, vc, p, vals, n, d0, last); break;
+            case 6: weighted_block<6, R>(acc, vc, p, vals, n, d0, last); break;
+            case 7: weighted_block<7, R>(acc, vc, p, vals, n, d0, last); break;
+            default: weighted_block<8, R>(acc, vc, p, vals, n, d0, last); break;
           }
         }
         break;
@@ -128,8 +152,8 @@ void weighted_sum(float* acc, float c, const float* p, const E* const* vals, int
 
 // kt[d][0..32) = keys[0..nk)[d], zero past nk (nk in 1..32): 16 x 16
 // in-register transposes, a partial last block of dims loaded with zeros.
-template <class E>
-void transpose_keys(const E* const* keys, int32_t nk, int32_t hd, float* kt) {
+template <class R>
+void transpose_keys(const uint8_t* const* keys, int32_t nk, int32_t hd, float* kt) {
   for (int32_t jb = 0; jb < kAttnKeyTile; jb += kW) {
     for (int32_t d0 = 0; d0 < hd; d0 += kW) {
       const int32_t nd = std::min<int32_t>(kW, hd - d0);
@@ -138,7 +162,7 @@ void transpose_keys(const E* const* keys, int32_t nk, int32_t hd, float* kt) {
         if (jb + i >= nk) {
           r[i] = V::zero_f();
         } else {
-          r[i] = nd == kW ? load_e(keys[jb + i] + d0) : load_e_part(keys[jb + i] + d0, nd);
+          r[i] = nd == kW ? R::load(keys[jb + i], d0) : R::load_part(keys[jb + i], d0, nd);
         }
       }
       if (jb < nk) V::transpose16(r);
@@ -204,7 +228,22 @@ struct RowState {
   float* sc;   // [rows][kAttnKeyTile] scores of the tile
   float* s;    // [kAttnKeyTile] scores of one row
   float* p;    // [kAttnKeyTile] exp(score - m) of one row
+  float* vt;   // [kAttnKeyTile][head_dim] the value tile as floats (not f32 K/V)
 };
+
+// vt[j][0..hd) = row vals[j] as floats, then vals[j] = that f32 row, for
+// j < n: f16 and quantized values are converted once per tile, not once per
+// query row.
+template <class R>
+void convert_values(const uint8_t** vals, int32_t n, int32_t hd, float* vt) {
+  for (int32_t j = 0; j < n; ++j) {
+    float* dst = vt + static_cast<size_t>(j) * hd;
+    int32_t d = 0;
+    for (; d + kW <= hd; d += kW) V::store_f(dst + d, R::load(vals[j], d));
+    if (d < hd) V::store_f_part(dst + d, R::load_part(vals[j], d, hd - d), hd - d);
+    vals[j] = reinterpret_cast<const uint8_t*>(dst);
+  }
+}
 
 // The first key query i may see: 0, or the start of its sliding window.
 inline int32_t window_start(const AttentionArgs& a, int32_t i) {
@@ -213,7 +252,7 @@ inline int32_t window_start(const AttentionArgs& a, int32_t i) {
 
 // Queries [q_begin, q_end) x the group's heads of kv head `kvh` against all
 // keys they can see, tile by tile.
-template <int kMinRowsTransposed, class E>
+template <int kMinRowsTransposed, class R>
 void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int32_t q_end, const RowState& st) {
   const PagedKVView& kv = a.kv;
   const int32_t hd = kv.head_dim;
@@ -235,12 +274,15 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
     min_lo = std::min(min_lo, window_start(a, i));
   }
 
-  const E* keys[kAttnKeyTile];
-  const E* vals[kAttnKeyTile];
-  const E* kbase = static_cast<const E*>(kv.k);
-  const E* vbase = static_cast<const E*>(kv.v);
-  const size_t head_offset = static_cast<size_t>(kvh) * bs * hd;
+  const uint8_t* keys[kAttnKeyTile];
+  const uint8_t* vals[kAttnKeyTile];
+  const auto* kbase = static_cast<const uint8_t*>(kv.k);
+  const auto* vbase = static_cast<const uint8_t*>(kv.v);
+  const size_t row_bytes = kv.row_bytes();
+  const size_t block_bytes = kv.block_bytes();
+  const size_t head_offset = static_cast<size_t>(kvh) * bs * row_bytes;
   const bool transposed = rows >= kMinRowsTransposed;
+  constexpr bool kF32 = std::is_same_v<R, RowF32>;
   const float* qrows[kAttnRowTarget];
   if (transposed)
     for (int32_t r = 0; r < rows; ++r)
@@ -249,15 +291,16 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   for (int32_t t0 = min_lo / kAttnKeyTile * kAttnKeyTile; t0 <= max_pos; t0 += kAttnKeyTile) {
     const int32_t t1 = std::min(t0 + kAttnKeyTile, max_pos + 1);
     for (int32_t j = t0; j < t1; ++j) {
-      const size_t off = static_cast<size_t>(a.block_table[j / bs].value) * kv.block_stride + head_offset +
-                         static_cast<size_t>(j % bs) * hd;
+      const size_t off = static_cast<size_t>(a.block_table[j / bs].value) * block_bytes + head_offset +
+                         static_cast<size_t>(j % bs) * row_bytes;
       keys[j - t0] = kbase + off;
       vals[j - t0] = vbase + off;
     }
     if (transposed) {
-      transpose_keys(keys, t1 - t0, hd, st.kt);
+      transpose_keys<R>(keys, t1 - t0, hd, st.kt);
       qk_tile(qrows, rows, st.kt, hd, a.scale, st.sc);
     }
+    if constexpr (!kF32) convert_values<R>(vals, t1 - t0, hd, st.vt);
     for (int32_t i = q_begin; i < q_end; ++i) {
       // Causal mask, and the sliding window's start: keys [lo, hi) of this tile.
       const int32_t lo = std::max(t0, window_start(a, i));
@@ -269,7 +312,7 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
         const float* sr = st.sc + static_cast<size_t>(r) * kAttnKeyTile + s0;  // scores, scaled
         if (!transposed) {
           const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
-          dot_keys(qr, keys + s0, n, hd, st.s);
+          dot_keys<R>(qr, keys + s0, n, hd, st.s);
           for (int32_t j = 0; j < n; ++j) st.s[j] *= a.scale;
           sr = st.s;
         }
@@ -277,7 +320,7 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
         const float c = exp1(st.m[r] - m_new);  // 0 on the first tile
         st.l[r] = st.l[r] * c + exp_sum(sr, n, m_new, st.p);
         st.m[r] = m_new;
-        weighted_sum(st.acc + static_cast<size_t>(r) * hd, c, st.p, vals + s0, n, hd);
+        weighted_sum<RowF32>(st.acc + static_cast<size_t>(r) * hd, c, st.p, vals + s0, n, hd);
       }
     }
   }
@@ -292,7 +335,7 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   }
 }
 
-template <int kMinRowsTransposed, class E>
+template <int kMinRowsTransposed, class R>
 void attend(const AttentionArgs& a) {
   const PagedKVView& kv = a.kv;
   const int32_t group = a.n_heads / kv.num_kv_heads;
@@ -306,19 +349,22 @@ void attend(const AttentionArgs& a) {
   st.sc = st.kt + static_cast<size_t>(kv.head_dim) * kAttnKeyTile;
   st.s = st.sc + static_cast<size_t>(rows_cap) * kAttnKeyTile;
   st.p = st.s + kAttnKeyTile;
+  st.vt = st.p + kAttnKeyTile;
   for (int32_t kvh = a.kv_head_begin; kvh < a.kv_head_end; ++kvh)
     for (int32_t q0 = 0; q0 < a.n_q; q0 += q_tile)
-      attend_query_tile<kMinRowsTransposed, E>(a, kvh, q0, std::min(a.n_q, q0 + q_tile), st);
+      attend_query_tile<kMinRowsTransposed, R>(a, kvh, q0, std::min(a.n_q, q0 + q_tile), st);
 }
 
 // The kernel table's AttentionFn (arguments checked by
 // kernels::paged_attention): tiles of at least kMinRowsF32 (f32 K/V) or
-// kMinRowsF16 (f16 K/V) query rows score from the transposed key tile.
+// kMinRowsF16 (f16 and quantized K/V, converted once per tile when
+// transposed) query rows score from the transposed key tile.
 template <int kMinRowsF32, int kMinRowsF16>
 void paged_attention_kernel(const AttentionArgs& a) {
-  if (a.kv.f16) {
-    attend<kMinRowsF16, uint16_t>(a);
-  } else {
-    attend<kMinRowsF32, float>(a);
+  switch (a.kv.dtype) {
+    case DType::kF16: attend<kMinRowsF16, RowF16>(a); break;
+    case DType::kQ8_0: attend<kMinRowsF16, RowQ8>(a); break;
+    case DType::kQ4_0: attend<kMinRowsF16, RowQ4>(a); break;
+    default: attend<kMinRowsF32, RowF32>(a); break;
   }
 }

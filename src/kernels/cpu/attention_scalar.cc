@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
+#include "core/dtype.h"
+#include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/register.h"
 #include "kernels/cpu/simd_scalar.h"

@@ -96,6 +96,18 @@ struct V {
     const auto* b = static_cast<const uint8_t*>(p);
     return {_mm256_cvtph_ps(load128(b)), _mm256_cvtph_ps(load128(b + 16))};
   }
+  static F load_i8_f(const int8_t* p) {
+    const auto* b = reinterpret_cast<const uint8_t*>(p);
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(b))),
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(b + 8)))};
+  }
+  static F load_u4_f(const uint8_t* p, bool high) {
+    __m128i x = load128(p);
+    if (high) x = _mm_srli_epi16(x, 4);
+    x = _mm_and_si128(x, _mm_set1_epi8(15));
+    return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(x)),
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(x, 8)))};
+  }
   static __m256 bf16x8(const uint8_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
   }

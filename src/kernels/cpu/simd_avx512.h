@@ -68,6 +68,14 @@ struct V {
 
   // Float lanes.
   static F load_f(const float* p) { return _mm512_loadu_ps(p); }
+  static F load_i8_f(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static F load_u4_f(const uint8_t* p, bool high) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if (high) x = _mm_srli_epi16(x, 4);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(x, _mm_set1_epi8(15))));
+  }
   static F load_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
   static F load_bf16(const void* p) {
     const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));

@@ -8,6 +8,8 @@
 //   F / I: 16 float / 16 int32 lanes (I is also 64 int8 or 32 int16 lanes);
 //   kLanes = 16; kAccF, how many F accumulators a register tile may hold.
 //   float: load_f, load_f16 / load_bf16 (16 halves / bfloat16 at p),
+//     load_i8_f (16 int8), load_u4_f(p, high) (the low or high nibbles of
+//     16 bytes, 0..15),
 //     store_f, zero_f, set1_f, add, sub, mul, div, max, min, abs, fmadd(a, b, c)
 //     = a * b + c, fnmadd = c - a * b, cvt_i_f, round_f_i (to nearest even),
 //     hsum, hmax, exp (as kernels/fast_exp.h), transpose16(F r[16]);
@@ -58,6 +60,12 @@ struct V {
     uint16_t h[16];
     std::memcpy(h, p, sizeof h);
     return map([&](int i) { return fp16_to_fp32(h[i]); });
+  }
+  static F load_i8_f(const int8_t* p) {
+    return map([&](int i) { return static_cast<float>(p[i]); });
+  }
+  static F load_u4_f(const uint8_t* p, bool high) {
+    return map([&](int i) { return static_cast<float>(high ? p[i] >> 4 : p[i] & 15); });
   }
   static F load_bf16(const void* p) {
     uint16_t h[16];

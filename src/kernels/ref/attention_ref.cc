@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/fp16.h"
 
 namespace pagoda::ref {
 
@@ -18,12 +17,13 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
   const int32_t group = n_heads / kv.num_kv_heads;
   const int32_t hd = kv.head_dim;
   const int32_t bs = kv.block_size;
-  auto key_offset = [&](int32_t kvh, int32_t j) {
-    return static_cast<size_t>(block_table[j / bs].value) * kv.block_stride +
-           (static_cast<size_t>(kvh) * bs + j % bs) * hd;
-  };
-  auto at = [&](const void* base, size_t i) -> double {
-    return kv.f16 ? fp16_to_fp32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+  // Row j of kv head kvh, dequantized.
+  std::vector<float> row(hd);
+  auto load = [&](const void* base, int32_t kvh, int32_t j) {
+    const size_t off = static_cast<size_t>(block_table[j / bs].value) * kv.block_bytes() +
+                       (static_cast<size_t>(kvh) * bs + j % bs) * kv.row_bytes();
+    kernels::load_kv_row(kv.dtype, static_cast<const uint8_t*>(base) + off, hd, row.data());
+    return row.data();
   };
   std::vector<double> scores;
   std::vector<double> acc(hd);
@@ -37,9 +37,9 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
       const float* qh = q + i * q_stride + static_cast<int64_t>(h) * hd;
       double max_score = -INFINITY;
       for (int32_t j = first; j < n_keys; ++j) {
-        const size_t k = key_offset(kvh, j);
+        const float* k = load(kv.k, kvh, j);
         double dot = 0;
-        for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * at(kv.k, k + d);
+        for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
         scores[j] = dot * scale;
         max_score = std::max(max_score, scores[j]);
       }
@@ -52,8 +52,8 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int32_t j = first; j < n_keys; ++j) {
-        const size_t v = key_offset(kvh, j);
-        for (int32_t d = 0; d < hd; ++d) acc[d] += scores[j] * at(kv.v, v + d);
+        const float* v = load(kv.v, kvh, j);
+        for (int32_t d = 0; d < hd; ++d) acc[d] += scores[j] * v[d];
       }
       float* oh = out + i * out_stride + static_cast<int64_t>(h) * hd;
       for (int32_t d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d] / sum);
