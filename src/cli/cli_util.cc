@@ -82,6 +82,27 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
       ->capture_default_str();
 }
 
+void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts) {
+  app.add_option("--kv-policy", opts->policy,
+                 "which tokens a sequence keeps in the KV cache: full (all); streaming (StreamingLLM: the first "
+                 "--kv-sinks tokens, rounded up to whole KV blocks, and the last --kv-window; positions stay in the "
+                 "cache, so generation runs past the model's context in bounded memory)")
+      ->check(CLI::IsMember({"full", "streaming"}))
+      ->capture_default_str();
+  app.add_option("--kv-sinks", opts->sinks, "streaming: attention-sink tokens kept from the start (0 = none)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--kv-window", opts->window, "streaming: most recent tokens kept")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+}
+
+void apply_kv_policy_options(const KvPolicyOptions& opts, int32_t block_size, SchedulerConfig* sched) {
+  sched->streaming.enabled = opts.policy == "streaming";
+  sched->streaming.sink_blocks = (opts.sinks + block_size - 1) / block_size;
+  sched->streaming.window = opts.window;
+}
+
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   PAGODA_CHECK(parse_spec_method(opts.method, &cfg->spec_method));  // CLI11 checked the name
   cfg->num_spec_tokens = opts.num_spec_tokens == "auto" ? 0 : std::stoi(opts.num_spec_tokens);  // CLI11 checked it

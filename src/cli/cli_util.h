@@ -27,6 +27,17 @@ std::string default_model_path();
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
 
+// --kv-policy full|streaming, --kv-sinks S, --kv-window W: which tokens a
+// sequence keeps in the KV cache (sched/scheduler.h StreamingConfig).
+struct KvPolicyOptions {
+  std::string policy = "full";
+  int32_t sinks = 4;
+  int32_t window = 1024;
+};
+void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts);
+// Sets cfg->sched.streaming (sinks rounded up to whole blocks of block_size).
+void apply_kv_policy_options(const KvPolicyOptions& opts, int32_t block_size, SchedulerConfig* sched);
+
 // --spec none|ngram|retrieval, --num-spec-tokens K, --spec-datastore FILE:
 // speculative decoding.
 struct SpecOptions {

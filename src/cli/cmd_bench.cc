@@ -233,6 +233,10 @@ int bench_throughput(int argc, char** argv) {
       {"total_input_tokens", total_in},
       {"total_output_tokens", st.num_generated_tokens},
       {"kv_waste", st.num_steps ? st.kv_waste_sum / st.num_steps : 0.0},
+      {"kv_cache_dtype", kv_type},
+      {"kv_bytes_per_token", e.kv_bytes_per_token()},
+      {"kv_cache_tokens", static_cast<int64_t>(e.kv_manager().num_blocks()) * e.kv_manager().block_size()},
+      {"max_running_seqs", st.max_running_seqs},
       {"prefix_cache_hit_rate", st.prefix_cache_hit_rate()},
       {"num_preemptions", e.scheduler().num_preemptions()},
       {"num_steps", st.num_steps},
@@ -249,9 +253,11 @@ int bench_throughput(int argc, char** argv) {
     std::printf("Throughput: %.2f requests/s, %.2f input tokens/s, %.2f output tokens/s\n",
                 j["requests_per_s"].get<double>(), j["input_tokens_per_s"].get<double>(),
                 j["output_tokens_per_s"].get<double>());
-    std::printf("elapsed %.2f s, %lld steps, KV waste %.2f%%, preemptions %lld\n", elapsed,
-                static_cast<long long>(st.num_steps), 100 * j["kv_waste"].get<double>(),
-                static_cast<long long>(e.scheduler().num_preemptions()));
+    std::printf("elapsed %.2f s, %lld steps, KV waste %.2f%%, preemptions %lld, at most %d sequences in a step\n",
+                elapsed, static_cast<long long>(st.num_steps), 100 * j["kv_waste"].get<double>(),
+                static_cast<long long>(e.scheduler().num_preemptions()), st.max_running_seqs);
+    std::printf("KV cache: %s, %.0f bytes per token, %lld tokens\n", kv_type.c_str(), e.kv_bytes_per_token(),
+                static_cast<long long>(j["kv_cache_tokens"].get<int64_t>()));
     if (cfg.spec_method != SpecMethod::kNone) std::printf("speculative: %s\n", spec_summary(st).c_str());
   }
   (void)total_out;

@@ -1,4 +1,5 @@
 // `pagoda generate`: one prompt through the engine's step loop, streamed.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,6 +40,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
   app.add_option("-s,--seed", seed, "random seed (-1 = random)");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-sequence");
+  KvPolicyOptions kv_policy;
+  add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
   add_spec_options(app, &spec_opts);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
@@ -49,6 +52,7 @@ int cmd_generate(int argc, char** argv) {
   cfg.max_model_len = ctx;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
+  apply_kv_policy_options(kv_policy, cfg.block_size, &cfg.sched);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
@@ -69,9 +73,12 @@ int cmd_generate(int argc, char** argv) {
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   int64_t n_generated = 0;
+  int32_t peak_blocks = 0;  // KV blocks held by the sequence (and not evictable), at most
   const auto t0 = std::chrono::steady_clock::now();
   while (e.has_unfinished()) {
-    for (const auto& o : e.step()) {
+    const auto outputs = e.step();
+    peak_blocks = std::max(peak_blocks, e.kv_manager().num_blocks() - e.kv_manager().num_available_blocks());
+    for (const auto& o : outputs) {
       n_generated += static_cast<int64_t>(o.new_tokens.size());
       std::fwrite(o.text.data(), 1, o.text.size(), stdout);
     }
@@ -88,6 +95,9 @@ int cmd_generate(int argc, char** argv) {
                st.decode_seconds > 0 ? st.num_decode_tokens_computed / st.decode_seconds : 0.0);
   std::fprintf(stderr, "total:   %lld tokens generated in %.3f s (%.2f tok/s)\n", static_cast<long long>(n_generated),
                total, total > 0 ? n_generated / total : 0.0);
+  std::fprintf(stderr, "KV cache: at most %d blocks of %d tokens held (%.2f MiB, %s, --kv-policy %s)\n", peak_blocks,
+               cfg.block_size, peak_blocks * cfg.block_size * e.kv_bytes_per_token() / (1024.0 * 1024.0),
+               kv_type.c_str(), kv_policy.policy.c_str());
   if (cfg.spec_method != SpecMethod::kNone) {
     std::fprintf(stderr, "speculative (%s): %s\n", spec_method_name(cfg.spec_method), spec_summary(st).c_str());
     if (!e.step_cost_model().empty())

@@ -52,6 +52,8 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
+  KvPolicyOptions kv_policy;
+  add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
   add_spec_options(app, &spec_opts);
   app.add_option("--swap-space", swap_mib, "host swap space for preempted KV in MiB")->check(CLI::Range(0.0, 1e7));
@@ -137,6 +139,7 @@ int cmd_serve(int argc, char** argv) {
   apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;
+  apply_kv_policy_options(kv_policy, block_size, &cfg.sched);
   cfg.enable_prefix_caching = !no_prefix_cache;
   auto engine = Engine::create(model, cfg);
   if (!engine) {

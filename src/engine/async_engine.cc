@@ -146,6 +146,7 @@ void AsyncEngine::loop() {
     snap.num_swapped = sch.num_swapped();
     snap.num_kv_blocks = kv.num_blocks();
     snap.num_available_kv_blocks = kv.num_available_blocks();
+    snap.kv_bytes_per_token = engine_->kv_bytes_per_token();
     snap.kv_usage = kv.utilization();
     snap.kv_waste = kv.kv_waste();
     snap.num_preemptions = sch.num_preemptions();

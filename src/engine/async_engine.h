@@ -45,7 +45,8 @@ struct EngineSnapshot {
   int32_t num_swapped = 0;
   int32_t num_kv_blocks = 0;
   int32_t num_available_kv_blocks = 0;
-  double kv_usage = 0;  // used blocks / total
+  double kv_bytes_per_token = 0;  // K + V of every layer (--kv-cache-dtype)
+  double kv_usage = 0;            // used blocks / total
   double kv_waste = 0;
   int64_t num_preemptions = 0;
   int32_t num_cached_blocks = 0;  // blocks held by the prefix cache
@@ -71,6 +72,7 @@ class AsyncEngine {
   const Tokenizer& tokenizer() const { return engine_->tokenizer(); }
   const ModelConfig& model_config() const { return engine_->model_config(); }
   int32_t max_model_len() const { return engine_->max_model_len(); }
+  bool streaming() const { return engine_->streaming(); }
 
  private:
   void loop();

@@ -36,6 +36,13 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
     return invalid_argument("the number of speculative tokens must be in 1..64 (or 0 for auto)");
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
+  const StreamingConfig& st = config.sched.streaming;
+  if (st.enabled) {
+    if (st.window < 1 || st.sink_blocks < 0)
+      return invalid_argument("--kv-policy streaming needs a window of at least 1 token and sinks >= 0");
+    if (config.spec_method != SpecMethod::kNone)
+      return invalid_argument("speculative decoding does not run with --kv-policy streaming yet");
+  }
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
   shape.num_blocks = 1;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, shape));
@@ -67,6 +74,17 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                                                     static_cast<int32_t>(rc.num_host_blocks));
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
+  e->streaming_ = config.sched.streaming.enabled;
+  if (e->streaming_) {
+    // Sinks, a window before the new tokens and a step of new ones (at most
+    // a window), each rounded to blocks.
+    const int64_t need =
+        (config.sched.streaming.sink_blocks + 2) * int64_t{rc.block_size} + 2 * int64_t{config.sched.streaming.window};
+    if (e->capacity_tokens_ < need)
+      return invalid_argument("--kv-policy streaming needs KV room for " + std::to_string(need) +
+                              " tokens per sequence (sinks, two windows, two blocks); the cache holds " +
+                              std::to_string(e->capacity_tokens_));
+  }
   e->scheduler_ = std::make_unique<Scheduler>(config.sched, *e->kv_manager_);
   if (config.spec_method == SpecMethod::kNgram)
     e->proposer_ = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
@@ -93,10 +111,13 @@ Status Engine::validate(const RequestSpec& spec) const {
   if (spec.use_beam_search && (spec.beam_width < 1 || spec.beam_width > 64 || spec.n > spec.beam_width))
     return invalid_argument("beam search needs 1 <= n <= beam width <= 64");
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
-  if (prompt_len >= max_model_len_)
+  if (streaming_) {
+    // Any length: the cache keeps sinks and a window; positions stay inside it.
+    if (prompt_len + spec.max_tokens > INT32_MAX) return out_of_range("prompt plus max_tokens exceeds 2^31 tokens");
+  } else if (prompt_len >= max_model_len_)
     return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the context length is " +
                         std::to_string(max_model_len_));
-  if (prompt_len + 1 > capacity_tokens_)
+  if (!streaming_ && prompt_len + 1 > capacity_tokens_)
     return out_of_range("the prompt needs more KV cache (" + std::to_string(prompt_len + 1) +
                         " tokens) than the whole pool holds (" + std::to_string(capacity_tokens_) + ")");
   for (int32_t t : spec.stop_token_ids)
@@ -130,8 +151,9 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.request_id = id;
   base.tokens = spec.prompt;
   base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
-  base.max_total_tokens =
-      static_cast<int32_t>(std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
+  base.max_total_tokens = static_cast<int32_t>(
+      streaming_ ? prompt_len + spec.max_tokens
+                 : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;
   req->stops = StopStringMatcher::share(std::move(spec.stop));

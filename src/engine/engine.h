@@ -32,7 +32,7 @@ struct EngineConfig {
   int32_t num_threads = 0;  // 0: physical cores
   int64_t kv_cache_bytes = 256 << 20;
   int64_t swap_space_bytes = 0;        // host tier for preemption by swapping
-  DType kv_cache_dtype = DType::kF32;  // kF32 or kF16 (half the memory per token)
+  DType kv_cache_dtype = DType::kF32;  // kF32, kF16, kQ8_0 or kQ4_0 (kernels::kv_row_bytes)
   int32_t block_size = 16;
   int32_t max_model_len = 0;  // 0: the model's training context
   bool enable_prefix_caching = true;
@@ -74,7 +74,11 @@ class Engine : private DecodingHost {
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineStats& stats() const { return stats_.stats(); }
   int32_t max_model_len() const { return max_model_len_; }
+  // --kv-policy streaming: requests are not limited by the context.
+  bool streaming() const { return streaming_; }
   size_t weight_bytes() const { return runner_->model().weight_bytes(); }
+  // K + V bytes one token takes in the cache, every layer (--kv-cache-dtype).
+  double kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
   double now() const override;  // engine clock, seconds
   // Adaptive speculation's step-time model (measured at start-up when
   // num_spec_tokens is auto, then refined by every step); tests and
@@ -108,6 +112,7 @@ class Engine : private DecodingHost {
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
+  bool streaming_ = false;  // --kv-policy streaming: no context or pool limit on a sequence's length
   std::unique_ptr<KVCacheManager> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;

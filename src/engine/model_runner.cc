@@ -46,7 +46,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
 }
 
 void ModelRunner::copy_blocks(const SchedulerOutput& out) {
-  // Device -> host first: a block swapped out may be reused this very step.
+  // Streaming eviction acts on the blocks as the last step left them.
+  for (const BlockCopy& c : out.evict_cow) kv_storage_->copy_block(c.src, c.dst);
+  if (!out.key_shifts.empty()) model_->shift_keys(out.key_shifts, *kv_storage_, *pool_);
+  // Device -> host next: a block swapped out may be reused this very step.
   PAGODA_CHECK((out.swap_out.empty() && out.swap_in.empty()) || host_storage_);
   for (const BlockCopy& c : out.swap_out) kv_storage_->copy_block_to(c.src, *host_storage_, c.dst);
   for (const BlockCopy& c : out.swap_in) host_storage_->copy_block_to(c.src, *kv_storage_, c.dst);
@@ -63,14 +66,16 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
     SeqSlice slice;
     slice.token_begin = static_cast<int32_t>(batch_.tokens.size());
     slice.num_tokens = s.num_new_tokens;
-    slice.kv_len = seq.num_computed_tokens + s.num_new_tokens;
+    slice.kv_len = seq.num_cache_tokens() + s.num_new_tokens;
     slice.block_table = table.data();
     const int32_t num_known = seq.num_tokens();
     PAGODA_CHECK(s.num_draft_tokens == static_cast<int32_t>(seq.draft_tokens.size()) || s.num_draft_tokens == 0);
     PAGODA_CHECK(slice.kv_len <= static_cast<int32_t>(table.size()) * bs &&
-                 slice.kv_len <= num_known + s.num_draft_tokens);
-    for (int32_t p = seq.num_computed_tokens; p < slice.kv_len; ++p) {
-      batch_.tokens.push_back(p < num_known ? seq.tokens[p] : seq.draft_tokens[p - num_known]);
+                 slice.kv_len + seq.num_evicted <= num_known + s.num_draft_tokens);
+    // Token i sits at cache position (and RoPE position) i - num_evicted.
+    for (int32_t p = seq.num_cache_tokens(); p < slice.kv_len; ++p) {
+      const int32_t i = p + seq.num_evicted;
+      batch_.tokens.push_back(i < num_known ? seq.tokens[i] : seq.draft_tokens[i - num_known]);
       batch_.positions.push_back(p);
       batch_.slots.push_back(int64_t{table[p / bs].value} * bs + p % bs);
     }

@@ -59,6 +59,10 @@ class ModelRunner {
   int32_t num_threads() const { return pool_->num_threads(); }
   int32_t block_size() const { return block_size_; }
   int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
+  // K + V bytes of one token over all layers.
+  double kv_bytes_per_token() const {
+    return 2.0 * static_cast<double>(kv_storage_->block_bytes()) * kv_storage_->num_layers() / block_size_;
+  }
 
  private:
   ModelRunner() = default;

@@ -18,6 +18,7 @@ void StepStats::record_step(const SchedulerOutput& out, int64_t num_generated, d
     num_prompt += std::max(0, std::min(s.seq->num_prompt_tokens, s.seq->num_computed_tokens) - first);
   }
   ++stats_.num_steps;
+  stats_.max_running_seqs = std::max(stats_.max_running_seqs, static_cast<int32_t>(out.scheduled.size()));
   stats_.num_prompt_tokens_computed += num_prompt;
   stats_.num_decode_tokens_computed += out.num_batched_tokens - num_prompt;
   stats_.num_generated_tokens += num_generated;

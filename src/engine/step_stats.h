@@ -14,7 +14,8 @@ struct EngineStats {
   int64_t num_decode_tokens_computed = 0;
   int64_t num_generated_tokens = 0;
   int64_t num_finished = 0;
-  double prefill_seconds = 0;  // steps whose batch was mostly prompt tokens
+  int32_t max_running_seqs = 0;  // most sequences one step ran
+  double prefill_seconds = 0;    // steps whose batch was mostly prompt tokens
   double decode_seconds = 0;
   double kv_waste_sum = 0;               // summed over steps, for the mean
   int64_t num_prompt_tokens = 0;         // of requests admitted so far

@@ -121,6 +121,30 @@ void KVCacheManager::free(SeqId seq) {
   for (BlockId b : table) decref(b);
 }
 
+bool KVCacheManager::evict_block(SeqId seq, int32_t index, std::vector<BlockCopy>* cow, std::vector<KeyShift>* shifts) {
+  auto it = seqs_.find(seq);
+  PAGODA_CHECK(it != seqs_.end());
+  SeqState& st = it->second;
+  const auto n = static_cast<int32_t>(st.table.size());
+  PAGODA_CHECK(index >= 0 && index + 1 < n && st.num_tokens >= (index + 1) * block_size_);
+  int32_t need_cow = 0;
+  for (int32_t b = index + 1; b < n; ++b) need_cow += pool_.ref_count(st.table[b]) > 1;
+  // The dropped block frees itself only when nobody else holds it.
+  const int32_t freed = pool_.ref_count(st.table[index]) == 1 ? 1 : 0;
+  if (need_cow > freed && !ensure_free(need_cow - freed)) return false;
+  const BlockId dropped = st.table[index];
+  st.table.erase(st.table.begin() + index);
+  st.num_tokens -= block_size_;
+  st.num_cached_blocks = std::min(st.num_cached_blocks, index);
+  st.evicted = true;
+  decref(dropped);
+  for (int32_t b = index; b < n - 1; ++b) {
+    if (auto copy = prepare_write(seq, b * block_size_)) cow->push_back(*copy);
+    shifts->push_back({st.table[b], -block_size_});
+  }
+  return true;
+}
+
 void KVCacheManager::truncate(SeqId seq, int32_t num_tokens) {
   auto it = seqs_.find(seq);
   PAGODA_CHECK(it != seqs_.end() && num_tokens >= 0);
@@ -259,6 +283,7 @@ bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
   if (static_cast<int32_t>(dev.table.size()) > host_pool_.num_free()) return false;
   SeqState host;
   host.num_tokens = dev.num_tokens;
+  host.evicted = dev.evicted;
   for (BlockId b : dev.table) {
     std::optional<BlockId> h = host_pool_.allocate();
     PAGODA_CHECK(h.has_value());
@@ -277,6 +302,7 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   if (!ensure_free(static_cast<int32_t>(host.table.size()))) return false;
   SeqState dev;
   dev.num_tokens = host.num_tokens;
+  dev.evicted = host.evicted;
   for (BlockId h : host.table) {
     std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
     PAGODA_CHECK(b.has_value());
@@ -334,7 +360,7 @@ void KVCacheManager::cache_computed(SeqId seq, std::span<const int32_t> tokens, 
   if (it == seqs_.end()) return;
   SeqState& st = it->second;
   const int32_t full = std::min<int32_t>(num_computed / block_size_, static_cast<int32_t>(st.table.size()));
-  if (full <= st.num_cached_blocks) return;
+  if (st.evicted || full <= st.num_cached_blocks) return;
   prefix_->insert(tokens.first(static_cast<size_t>(full) * block_size_), st.table);
   st.num_cached_blocks = full;
 }
@@ -344,6 +370,7 @@ void KVCacheManager::cache_finished(SeqId seq, std::span<const int32_t> tokens) 
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   const SeqState& st = it->second;
+  if (st.evicted) return;
   const int32_t n = std::min<int32_t>(st.num_tokens, static_cast<int32_t>(tokens.size()));
   if (n % block_size_ == 0 || st.num_cached_blocks != n / block_size_) return;  // whole blocks are cached already
   prefix_->insert_partial(tokens.first(static_cast<size_t>(n)), st.table);

@@ -28,6 +28,15 @@ struct BlockCopy {
   BlockId dst;
 };
 
+// Re-rotates the keys of one device block, every layer, by `delta` positions
+// (RoPE is a rotation: turning a key written at position p by delta gives
+// the key at p + delta). StreamingLLM eviction shifts the later tokens of a
+// sequence down to keep positions inside the cache.
+struct KeyShift {
+  BlockId block;
+  int32_t delta;
+};
+
 class KVCacheManager {
  public:
   // num_blocks >= 0 and block_size >= 1 (CHECKed; validate user config with
@@ -64,6 +73,16 @@ class KVCacheManager {
   // that positions [pos_begin, pos_end) fall in; all-or-nothing. Appends the
   // block copies the caller must run (KVStorage::copy_block) to `cow`.
   bool allocate_for_write(SeqId seq, int32_t pos_begin, int32_t pos_end, std::vector<BlockCopy>* cow);
+  // Drops block `index` of the sequence's table (StreamingLLM: a block from
+  // the middle), decrementing its reference; every later block moves up one
+  // place and its keys must shift down by block_size positions: a shared
+  // block (another table or the prefix cache) is first copied (appended to
+  // `cow`), then each later block is appended to `shifts`. The table's token
+  // count drops by block_size, and its blocks are offered to the prefix
+  // cache no more (their tokens no longer sit at their own positions).
+  // All-or-nothing: false and no change when the copies lack free blocks.
+  // CHECKs 0 <= index < table size - 1 (the block is whole and not the last).
+  bool evict_block(SeqId seq, int32_t index, std::vector<BlockCopy>* cow, std::vector<KeyShift>* shifts);
   // Releases all of the sequence's blocks; unknown sequences are ignored.
   void free(SeqId seq);
   // Shrinks the table to the blocks that hold num_tokens slots, dropping the
@@ -152,6 +171,7 @@ class KVCacheManager {
     std::vector<BlockId> table;
     int32_t num_tokens = 0;
     int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
+    bool evicted = false;           // evict_block ran: positions shifted, nothing more to cache
   };
   // The cached block continuing the first `whole` blocks of tokens partway
   // (PrefixCache::find_partial), leaving one token to compute.

@@ -41,6 +41,9 @@ class KVStorage {
   // Any dtype: the first element of a layer (kernels::PagedKVView).
   const void* k_data(int32_t layer) const { return k_.get() + offset(layer, 0); }
   const void* v_data(int32_t layer) const { return v_.get() + offset(layer, 0); }
+  // Any dtype: block `block`'s keys in `layer`, [num_kv_heads][block_size]
+  // rows of row_bytes() (re-rotated in place by LlamaModel::shift_keys).
+  uint8_t* k_block_bytes(int32_t layer, int32_t block) { return k_.get() + offset(layer, block); }
 
   DType dtype() const { return dtype_; }
   // Bytes of one token's head_dim elements of one kv head.

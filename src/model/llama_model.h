@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
+#include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -28,6 +30,12 @@ class LlamaModel {
   // Computes the batch, writes its K/V into `kv`, and stores the logits of
   // batch.logit_rows into `logits` ([rows][vocab_size]).
   void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits);
+
+  // Re-rotates every key of each listed block, all layers, by its delta
+  // positions with the layer's RoPE (angles only: YaRN's magnitude scale was
+  // applied when the key was written). Rows are read and written in the
+  // cache's dtype (quantized ones are re-quantized).
+  void shift_keys(std::span<const KeyShift> shifts, KVStorage& kv, ThreadPool& pool) const;
 
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;

@@ -100,6 +100,7 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
     // Recompute (also the fallback when the host tier is full).
     kv_.free(seq->seq_id);
     seq->num_computed_tokens = 0;
+    seq->num_evicted = 0;
   }
   seq->swapped = swapped;
   seq->status = SeqStatus::kPreempted;
@@ -112,21 +113,21 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
 int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   // Predicates first: nothing is mutated unless the whole admission fits.
   if (seq->swapped) {
-    const int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
-    const int32_t total = seq->num_computed_tokens + num_new;
+    const int32_t num_new = cap_new(std::min(seq->num_uncomputed_tokens(), budget));
+    const int32_t total = seq->num_cache_tokens() + num_new;
     const int32_t need = std::max(kv_.num_swapped_blocks(seq->seq_id), kv_.num_blocks_for(total));
     if (need > kv_.num_available_blocks()) return 0;
     std::vector<BlockCopy> copies;
     PAGODA_CHECK(kv_.swap_in(seq->seq_id, &copies));
     out.swap_in.insert(out.swap_in.end(), copies.begin(), copies.end());
     seq->swapped = false;
-    PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, seq->num_computed_tokens, total, &out.cow));
+    PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, seq->num_cache_tokens(), total, &out.cow));
     return num_new;
   }
   PAGODA_CHECK(seq->num_computed_tokens == 0 && !kv_.contains(seq->seq_id));
   // Cached prefix tokens cost no budget: only uncached ones are counted.
   const int32_t cached = kv_.num_cached_prefix_tokens(seq->tokens);
-  const int32_t num_new = std::min(seq->num_tokens() - cached, budget);
+  const int32_t num_new = cap_new(std::min(seq->num_tokens() - cached, budget));
   if (!kv_.can_admit(seq->tokens, cached + num_new)) return 0;
   PAGODA_CHECK(kv_.acquire_cached_prefix(seq->seq_id, seq->tokens) == cached);
   seq->num_computed_tokens = cached;
@@ -135,9 +136,21 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   return num_new;
 }
 
+void Scheduler::evict_streaming(Sequence* seq, SchedulerOutput& out) {
+  if (!config_.streaming.enabled) return;
+  const int32_t bs = kv_.block_size();
+  const int32_t sink_tokens = config_.streaming.sink_blocks * bs;
+  while (seq->num_cache_tokens() - sink_tokens - bs >= config_.streaming.window) {
+    if (!kv_.evict_block(seq->seq_id, config_.streaming.sink_blocks, &out.evict_cow, &out.key_shifts)) return;
+    seq->num_evicted += bs;
+  }
+}
+
 SchedulerOutput Scheduler::schedule(double now) {
   SchedulerOutput out;
   int32_t budget = config_.max_num_batched_tokens;
+  // 0. Streaming eviction first, before any block changes hands this step.
+  for (Sequence* seq : running_) evict_streaming(seq, out);
 
   // 1. Running sequences: decodes first, then unfinished prefills, each group
   //    in policy order. Preempt the lowest-ranked running sequence on OOM.
@@ -150,19 +163,19 @@ SchedulerOutput Scheduler::schedule(double now) {
   for (Sequence* seq : order) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
-    int32_t num_new = std::min(seq->num_uncomputed_tokens(), budget);
+    int32_t num_new = cap_new(std::min(seq->num_uncomputed_tokens(), budget));
     if (num_new <= 0) continue;
     // Drafts ride along a decode as extra positions while budget and blocks
     // allow; they are dropped (never anyone preempted) when they do not fit.
     int32_t num_draft = 0;
-    if (seq->num_uncomputed_tokens() == 1) {
+    if (seq->num_uncomputed_tokens() == 1 && !config_.streaming.enabled) {
       num_draft = std::min<int32_t>(static_cast<int32_t>(seq->draft_tokens.size()), budget - num_new);
       if (!kv_.can_write(seq->seq_id, seq->num_computed_tokens, seq->num_computed_tokens + num_new + num_draft))
         num_draft = 0;
     }
     seq->draft_tokens.resize(num_draft);
     num_new += num_draft;
-    const int32_t begin = seq->num_computed_tokens, end = begin + num_new;
+    const int32_t begin = seq->num_cache_tokens(), end = begin + num_new;  // cache positions
     while (seq->status == SeqStatus::kRunning && !kv_.can_write(seq->seq_id, begin, end)) {
       Sequence* victim = pick_victim();
       // Never preempt what this step already scheduled; then give up on seq.
@@ -172,7 +185,7 @@ SchedulerOutput Scheduler::schedule(double now) {
     }
     if (seq->status != SeqStatus::kRunning) continue;
     PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, begin, end, &out.cow));
-    const bool reaches_end = end - num_draft == seq->num_tokens();
+    const bool reaches_end = seq->num_computed_tokens + num_new - num_draft == seq->num_tokens();
     out.scheduled.push_back({seq, num_new, reaches_end ? 1 + num_draft : 0, num_draft});
     budget -= num_new;
   }
@@ -203,7 +216,7 @@ SchedulerOutput Scheduler::schedule(double now) {
 void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const auto& s : out.scheduled) {
     s.seq->num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;
-    kv_.set_num_tokens(s.seq->seq_id, s.seq->num_computed_tokens);
+    kv_.set_num_tokens(s.seq->seq_id, s.seq->num_cache_tokens());
     kv_.cache_computed(s.seq->seq_id, s.seq->tokens, s.seq->num_computed_tokens);
   }
 }
@@ -212,8 +225,8 @@ void Scheduler::accept_drafts(Sequence* seq, int32_t num_accepted) {
   PAGODA_CHECK(seq->status == SeqStatus::kRunning && num_accepted >= 0);
   seq->num_computed_tokens += num_accepted;
   PAGODA_CHECK(seq->num_computed_tokens <= seq->num_tokens());
-  kv_.truncate(seq->seq_id, seq->num_computed_tokens);
-  kv_.set_num_tokens(seq->seq_id, seq->num_computed_tokens);
+  kv_.truncate(seq->seq_id, seq->num_cache_tokens());
+  kv_.set_num_tokens(seq->seq_id, seq->num_cache_tokens());
   kv_.cache_computed(seq->seq_id, seq->tokens, seq->num_computed_tokens);
 }
 

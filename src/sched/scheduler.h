@@ -5,6 +5,7 @@
 // out.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <vector>
 
@@ -25,12 +26,25 @@ enum class PreemptMode {
   kSwap,       // copy the blocks to the host tier and back
 };
 
+// StreamingLLM (Xiao et al. 2023): a sequence keeps its first sink_blocks
+// blocks (the attention sinks, whole blocks) and at least the last `window`
+// tokens before each new one; the blocks between are dropped as it grows and
+// the later keys re-rotated to their new cache positions, so memory stays
+// bounded and positions stay inside the trained context however long it
+// runs. A step computes at most `window` new tokens of such a sequence.
+struct StreamingConfig {
+  bool enabled = false;
+  int32_t sink_blocks = 1;
+  int32_t window = 1024;
+};
+
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step
   int32_t max_num_seqs = 256;             // running sequences at once
   SchedPolicy policy = SchedPolicy::kFcfs;
   double sjf_aging_s = 10.0;  // SJF/LPM: waiting longer than this goes first
   PreemptMode preempt_mode = PreemptMode::kRecompute;
+  StreamingConfig streaming;
 };
 
 struct ScheduledSeq {
@@ -48,6 +62,10 @@ struct ScheduledSeq {
 struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;
   std::vector<Sequence*> preempted;
+  // Streaming eviction, run first (on the blocks as the previous step left
+  // them): copies of shared blocks to shift, then the key re-rotations.
+  std::vector<BlockCopy> evict_cow;
+  std::vector<KeyShift> key_shifts;
   std::vector<BlockCopy> swap_out;  // device -> host copies to run before the step
   std::vector<BlockCopy> swap_in;   // host -> device copies to run before the step
   std::vector<BlockCopy> cow;       // device block copies (copy-on-write), after swaps
@@ -76,6 +94,10 @@ class Scheduler {
   // Removes a sequence from the queues and frees its KV blocks.
   void finish(Sequence* seq, FinishReason reason);
 
+  // Changes the token budget of later steps (e.g. token by token once a
+  // streamed evaluation has filled its cache).
+  void set_max_num_batched_tokens(int32_t n) { config_.max_num_batched_tokens = n; }
+
   int32_t num_waiting() const;
   int32_t num_swapped() const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
@@ -92,6 +114,11 @@ class Scheduler {
   // swaps it in, or shares its cached prefix and allocates the rest. Returns
   // the tokens to compute this step; 0 (and no change) when it does not fit.
   int32_t admit(Sequence* seq, int32_t budget, SchedulerOutput& out);
+  // Streaming: drops the oldest non-sink blocks while the window keeps at
+  // least `window` tokens without them (out.evict_cow, out.key_shifts).
+  void evict_streaming(Sequence* seq, SchedulerOutput& out);
+  // Tokens a step may compute for a sequence: n, at most `window` when streaming.
+  int32_t cap_new(int32_t n) const { return config_.streaming.enabled ? std::min(n, config_.streaming.window) : n; }
 
   SchedulerConfig config_;
   KVCacheManager& kv_;

@@ -27,9 +27,13 @@ struct Sequence {
   // never part of `tokens` until accepted.
   std::vector<int32_t> draft_tokens;
   int32_t num_prompt_tokens = 0;
-  int32_t num_computed_tokens = 0;  // tokens whose K/V is in the cache
-  int32_t max_total_tokens = 0;     // prompt + max output tokens, capped by the context
-  int32_t priority = 0;             // lower value runs first (vLLM convention)
+  int32_t num_computed_tokens = 0;  // tokens whose K/V was computed (and is cached, unless evicted)
+  // Computed tokens dropped from the middle by StreamingLLM eviction: token
+  // i >= sinks + num_evicted sits at cache position i - num_evicted (its
+  // RoPE position too); the KV manager's table holds cache positions.
+  int32_t num_evicted = 0;
+  int32_t max_total_tokens = 0;  // prompt + max output tokens, capped by the context
+  int32_t priority = 0;          // lower value runs first (vLLM convention)
   double arrival_time = 0;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
@@ -41,6 +45,8 @@ struct Sequence {
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
   int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  // Tokens with K/V in the cache (the KV manager's positions).
+  int32_t num_cache_tokens() const { return num_computed_tokens - num_evicted; }
   bool is_finished() const { return status == SeqStatus::kFinished; }
 };
 

@@ -266,18 +266,23 @@ void restore_key_order(const nlohmann::ordered_json& body, ChatRequest* r) {
 }
 
 Result<RequestSpec> make_prompt_spec(const GenerationParams& p, const std::vector<int32_t>& prompt,
-                                     int32_t default_max_tokens, int32_t max_model_len) {
+                                     int32_t default_max_tokens, int32_t max_model_len, bool unbounded) {
   const auto prompt_len = static_cast<int64_t>(prompt.size());
-  if (prompt_len >= max_model_len)
-    return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the model's context length is " +
-                        std::to_string(max_model_len));
-  const int64_t room = max_model_len - prompt_len;
-  int64_t max_tokens = p.max_tokens ? *p.max_tokens : (default_max_tokens > 0 ? default_max_tokens : room);
-  if (!p.max_tokens) max_tokens = std::min(max_tokens, room);
-  if (prompt_len + max_tokens > max_model_len)
-    return out_of_range("this model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
-                        std::to_string(prompt_len) + " prompt tokens and " + std::to_string(max_tokens) +
-                        " max_tokens were requested");
+  int64_t max_tokens = 0;
+  if (unbounded) {
+    max_tokens = p.max_tokens ? *p.max_tokens : std::max<int64_t>({max_model_len - prompt_len, default_max_tokens, 16});
+  } else {
+    if (prompt_len >= max_model_len)
+      return out_of_range("the prompt has " + std::to_string(prompt_len) +
+                          " tokens but the model's context length is " + std::to_string(max_model_len));
+    const int64_t room = max_model_len - prompt_len;
+    max_tokens = p.max_tokens ? *p.max_tokens : (default_max_tokens > 0 ? default_max_tokens : room);
+    if (!p.max_tokens) max_tokens = std::min(max_tokens, room);
+    if (prompt_len + max_tokens > max_model_len)
+      return out_of_range("this model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
+                          std::to_string(prompt_len) + " prompt tokens and " + std::to_string(max_tokens) +
+                          " max_tokens were requested");
+  }
   if (max_tokens * p.n > kMaxTokensPerRequest)
     return out_of_range("n x max_tokens = " + std::to_string(max_tokens * p.n) + " exceeds the limit of " +
                         std::to_string(kMaxTokensPerRequest) + " tokens per request; lower n or max_tokens");

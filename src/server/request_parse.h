@@ -66,8 +66,10 @@ void restore_key_order(const nlohmann::ordered_json& body, ChatRequest* r);
 // prompt, stops and biases for all of them; the engine seeds choice k with
 // seed + k), max_tokens defaulting to default_max_tokens (<= 0: the rest of
 // the context). A prompt plus max_tokens longer than the context, or n x
-// max_tokens over kMaxTokensPerRequest, is a 400.
+// max_tokens over kMaxTokensPerRequest, is a 400. `unbounded` (the
+// streaming KV policy): no context limit; max_tokens then defaults to the
+// rest of the model's context, at least default_max_tokens or 16.
 Result<RequestSpec> make_prompt_spec(const GenerationParams& p, const std::vector<int32_t>& prompt,
-                                     int32_t default_max_tokens, int32_t max_model_len);
+                                     int32_t default_max_tokens, int32_t max_model_len, bool unbounded = false);
 
 }  // namespace pagoda::server

@@ -136,7 +136,7 @@ TEST(KVCacheManager, ValidateConfig) {
 // shadow model of every sequence's token contents. A fake cache memory with
 // one int per slot checks that copy-on-write keeps forks isolated.
 TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
-  int64_t num_failed_allocs = 0, num_copies = 0, num_forks = 0;
+  int64_t num_failed_allocs = 0, num_copies = 0, num_forks = 0, num_evictions = 0;
   for (uint32_t seed = 1; seed <= 30; ++seed) {
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937 rng(seed);
@@ -197,6 +197,28 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
       } else if (op == 3) {  // free (also of unknown ids)
         m.free(s);
         shadow.erase(s.value);
+      } else if (op == 4 && exists) {  // streaming eviction of a whole middle block
+        std::vector<int64_t>& content = shadow[s.value];
+        const auto n_blocks = static_cast<int32_t>(m.block_table(s).size());
+        const int32_t whole = static_cast<int32_t>(content.size()) / bs;
+        if (n_blocks < 2 || whole < 1) continue;
+        const auto index = static_cast<int32_t>(pick(std::min(n_blocks - 1, whole)));
+        std::vector<BlockCopy> cow;
+        std::vector<KeyShift> shifts;
+        if (!m.evict_block(s, index, &cow, &shifts)) continue;
+        ++num_evictions;
+        for (const BlockCopy& c : cow)
+          for (int32_t o = 0; o < bs; ++o) memory[c.dst.value * bs + o] = memory[c.src.value * bs + o];
+        content.erase(content.begin() + index * bs, content.begin() + (index + 1) * bs);
+        ASSERT_EQ(static_cast<int32_t>(shifts.size()), n_blocks - 1 - index);
+        // A shift rewrites its block in place: it must be private by now.
+        constexpr int64_t kShifted = 1 << 20;
+        for (const KeyShift& sh : shifts) {
+          ASSERT_EQ(m.pool().ref_count(sh.block), 1);
+          ASSERT_EQ(sh.delta, -bs);
+          for (int32_t o = 0; o < bs; ++o) memory[sh.block.value * bs + o] += kShifted;
+        }
+        for (int32_t pos = index * bs; pos < static_cast<int32_t>(content.size()); ++pos) content[pos] += kShifted;
       }
       Status st = m.check_invariants();
       ASSERT_TRUE(st.is_ok()) << "step " << step << ": " << st.message();
@@ -216,9 +238,10 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
   EXPECT_GT(num_failed_allocs, 20);
   EXPECT_GT(num_copies, 20);
   EXPECT_GT(num_forks, 20);
-  std::printf("failed allocations %lld, copy-on-write copies %lld, forks %lld\n",
+  EXPECT_GT(num_evictions, 20);
+  std::printf("failed allocations %lld, copy-on-write copies %lld, forks %lld, evictions %lld\n",
               static_cast<long long>(num_failed_allocs), static_cast<long long>(num_copies),
-              static_cast<long long>(num_forks));
+              static_cast<long long>(num_forks), static_cast<long long>(num_evictions));
 }
 
 }  // namespace

@@ -181,6 +181,26 @@ TEST(RequestParse, PromptSpec) {
   EXPECT_FALSE(unseeded->sampling.seed.has_value());
 }
 
+TEST(RequestParse, PromptSpecUnderStreamingHasNoContextLimit) {
+  // --kv-policy streaming: prompt and output may pass the context.
+  GenerationParams g;
+  g.max_tokens = 5000;
+  auto far = make_prompt_spec(g, std::vector<int32_t>(100, 1), 16, 64, true);
+  ASSERT_TRUE(far.is_ok()) << far.status().message();
+  EXPECT_EQ(far->max_tokens, 5000);
+  // Without max_tokens: the rest of the context, at least the default or 16.
+  auto dflt = make_prompt_spec(GenerationParams{}, std::vector<int32_t>(100, 1), 0, 64, true);
+  ASSERT_TRUE(dflt.is_ok());
+  EXPECT_EQ(dflt->max_tokens, 16);
+  auto rest = make_prompt_spec(GenerationParams{}, std::vector<int32_t>(10, 1), 0, 64, true);
+  EXPECT_EQ(rest->max_tokens, 54);
+  // The per-request cap still holds.
+  GenerationParams wide;
+  wide.n = 128;
+  wide.max_tokens = static_cast<int32_t>(kMaxTokensPerRequest / 64);
+  EXPECT_FALSE(make_prompt_spec(wide, {1}, 16, 64, true).is_ok());
+}
+
 TEST(RequestParse, AmplificationCaps) {
   struct Case {
     json body;
