@@ -86,21 +86,35 @@ void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts) {
   app.add_option("--kv-policy", opts->policy,
                  "which tokens a sequence keeps in the KV cache: full (all); streaming (StreamingLLM: the first "
                  "--kv-sinks tokens, rounded up to whole KV blocks, and the last --kv-window; positions stay in the "
-                 "cache, so generation runs past the model's context in bounded memory)")
-      ->check(CLI::IsMember({"full", "streaming"}))
+                 "cache, so generation runs past the model's context in bounded memory); snapkv (SnapKV: a prompt "
+                 "longer than --kv-budget is compressed once, per KV head, to the --kv-budget positions its last "
+                 "--kv-window queries attend to most); h2o (H2O: each KV head keeps its last --kv-window tokens "
+                 "and the --kv-budget minus those with the most accumulated attention, evicting a block's worth "
+                 "whenever the cache reaches the budget plus a block)")
+      ->check(CLI::IsMember({"full", "streaming", "snapkv", "h2o"}))
       ->capture_default_str();
   app.add_option("--kv-sinks", opts->sinks, "streaming: attention-sink tokens kept from the start (0 = none)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  app.add_option("--kv-window", opts->window, "streaming: most recent tokens kept")
-      ->check(CLI::Range(1, 1 << 24))
+  app.add_option("--kv-window", opts->window,
+                 "streaming: most recent tokens kept (default 1024); snapkv: the observation window (default 32); "
+                 "h2o: recent tokens every head keeps (default 64)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--kv-budget", opts->budget, "snapkv, h2o: tokens per KV head the cache keeps")
+      ->check(CLI::Range(2, 1 << 24))
       ->capture_default_str();
 }
 
 void apply_kv_policy_options(const KvPolicyOptions& opts, int32_t block_size, SchedulerConfig* sched) {
   sched->streaming.enabled = opts.policy == "streaming";
   sched->streaming.sink_blocks = (opts.sinks + block_size - 1) / block_size;
-  sched->streaming.window = opts.window;
+  sched->streaming.window = opts.window > 0 ? opts.window : 1024;
+  sched->snapkv.enabled = opts.policy == "snapkv";
+  sched->snapkv.budget = opts.budget;
+  sched->snapkv.window = opts.window > 0 ? opts.window : 32;
+  sched->h2o.enabled = opts.policy == "h2o";
+  sched->h2o.budget = opts.budget;
+  sched->h2o.window = opts.window > 0 ? opts.window : 64;
 }
 
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {

@@ -27,12 +27,14 @@ std::string default_model_path();
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
 
-// --kv-policy full|streaming, --kv-sinks S, --kv-window W: which tokens a
-// sequence keeps in the KV cache (sched/scheduler.h StreamingConfig).
+// --kv-policy full|streaming|snapkv|h2o, --kv-sinks S, --kv-window W,
+// --kv-budget B: which tokens a sequence keeps in the KV cache
+// (sched/scheduler.h StreamingConfig, SnapKvConfig, H2oConfig).
 struct KvPolicyOptions {
   std::string policy = "full";
   int32_t sinks = 4;
-  int32_t window = 1024;
+  int32_t window = 0;  // 0: the policy's default (streaming 1024, snapkv 32, h2o 64)
+  int32_t budget = 1024;
 };
 void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts);
 // Sets cfg->sched.streaming (sinks rounded up to whole blocks of block_size).

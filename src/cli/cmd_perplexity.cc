@@ -6,11 +6,18 @@
 // With --kv-policy streaming (or --stream) the text instead runs as one
 // sequence through the scheduler, as generation would (StreamingLLM's
 // evaluation): a first chunk fills the cache, then one token per step, the
-// policy evicting as it goes, and every position is scored.
+// policy evicting as it goes, and every position is scored. With
+// --kv-policy snapkv or h2o every window's last quarter is decoded token by
+// token and scored (SnapKV compresses the first three quarters as a prompt,
+// H2O evicts as it reads), next to the same positions with the full cache
+// and their top-1 agreement.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -35,57 +42,124 @@ double nll_of(const float* row, int32_t vocab_size, int32_t target) {
   return mx + std::log(sum) - row[target];
 }
 
-struct StreamResult {
+struct SequenceEval {
   double nll = 0;
   int64_t count = 0;
   int32_t peak_cache_tokens = 0;
   int32_t num_evicted = 0;
+  std::vector<int32_t> top1;  // argmax at each scored position
 };
 
-// The whole token stream as one sequence: the scheduler evicts by `sched`'s
-// policy exactly as in generation; every position's logits are scored.
-Result<StreamResult> stream_perplexity(std::unique_ptr<LlamaModel> lm, RunnerConfig rc, SchedulerConfig sched,
-                                       const std::vector<int32_t>& tokens, bool quiet) {
+// `tokens` as one sequence through a scheduler with `sched`'s policy, as in
+// generation: the first prompt_len tokens are its prompt; the first step
+// computes up to first_budget tokens, every later one up to then_budget,
+// the policy compressing or evicting as it would. Positions >= score_from are scored (each
+// predicting the next token).
+Result<SequenceEval> run_sequence(ModelRunner& runner, SchedulerConfig sched, std::span<const int32_t> tokens,
+                                  int32_t prompt_len, int32_t first_budget, int32_t then_budget, int32_t score_from,
+                                  bool quiet) {
   const auto n = static_cast<int32_t>(tokens.size());
-  const int32_t bs = rc.block_size;
-  const StreamingConfig& st = sched.streaming;
-  // Sinks, a window, a step and a block of slack; everything for a full cache.
-  const int64_t room = st.enabled ? (st.sink_blocks + 3) * int64_t{bs} + 2 * int64_t{st.window} : n + bs;
-  rc.num_blocks = (room + bs - 1) / bs;
-  KVCacheManager kv(static_cast<int32_t>(rc.num_blocks), bs);
-  PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, ModelRunner::create(std::move(lm), rc));
-  const int32_t vocab_size = runner->config().vocab_size;
-  // The first chunk fills the cache (sinks and window); then token by token.
-  const int32_t first_chunk = st.enabled ? st.sink_blocks * bs + st.window : 512;
-  sched.max_num_batched_tokens = first_chunk;
+  const int32_t vocab_size = runner.config().vocab_size;
+  KVCacheManager kv(runner.num_kv_blocks(), runner.block_size());
+  sched.max_num_batched_tokens = first_budget;
   Scheduler scheduler(sched, kv);
   Sequence seq;
   seq.seq_id = SeqId{0};
-  seq.tokens = tokens;
-  seq.num_prompt_tokens = n;
+  seq.tokens.assign(tokens.begin(), tokens.end());
+  seq.num_prompt_tokens = prompt_len;
   seq.max_total_tokens = n;
   scheduler.add(&seq);
-  StreamResult r;
+  SequenceEval r;
   while (seq.num_computed_tokens < n) {
     SchedulerOutput out = scheduler.schedule();
-    if (out.scheduled.size() != 1) return internal_error("the stream was not scheduled");
+    if (out.scheduled.size() != 1) return internal_error("the sequence was not scheduled (KV cache too small?)");
     ScheduledSeq& s = out.scheduled[0];
     s.num_logits = s.num_new_tokens;  // every position
     const int32_t first = seq.num_computed_tokens;
-    const std::span<const float> logits = runner->execute(out, kv);
-    for (int32_t j = 0; j < s.num_new_tokens && first + j + 1 < n; ++j) {
-      r.nll += nll_of(&logits[static_cast<size_t>(j) * vocab_size], vocab_size, tokens[first + j + 1]);
+    const std::span<const float> logits = runner.execute(out, kv);
+    for (int32_t j = std::max(0, score_from - first); j < s.num_new_tokens && first + j + 1 < n; ++j) {
+      const float* row = &logits[static_cast<size_t>(j) * vocab_size];
+      r.nll += nll_of(row, vocab_size, tokens[first + j + 1]);
+      r.top1.push_back(static_cast<int32_t>(std::max_element(row, row + vocab_size) - row));
       ++r.count;
     }
     scheduler.on_step_done(out);
     r.peak_cache_tokens = std::max(r.peak_cache_tokens, seq.num_cache_tokens());
-    if (st.enabled) scheduler.set_max_num_batched_tokens(1);
+    scheduler.set_max_num_batched_tokens(then_budget);
     if (!quiet && seq.num_computed_tokens / 1024 != first / 1024)
       std::fprintf(stderr, "[%d/%d] %.4f\n", seq.num_computed_tokens, n,
                    std::exp(r.nll / std::max<int64_t>(1, r.count)));
   }
   r.num_evicted = seq.num_evicted;
   return r;
+}
+
+Result<std::unique_ptr<ModelRunner>> make_runner(std::unique_ptr<LlamaModel> lm, RunnerConfig rc, int64_t tokens) {
+  rc.num_blocks = (tokens + rc.block_size - 1) / rc.block_size;
+  return ModelRunner::create(std::move(lm), rc);
+}
+
+// SnapKV's and H2O's quality on windows of n_ctx tokens (first token BOS),
+// the last quarter scored token by token: SnapKV runs the first three
+// quarters as a prompt it compresses; H2O reads the first `budget` tokens in
+// one step, then one token per step, evicting as it goes. The same positions
+// with the full cache give the baseline and the top-1 agreement.
+int policy_perplexity(std::unique_ptr<LlamaModel> lm, const RunnerConfig& rc, const SchedulerConfig& sc,
+                      std::vector<int32_t> tokens, int32_t n_ctx, int32_t max_chunks, bool json) {
+  const int32_t scored_from = n_ctx - n_ctx / 4;
+  const bool h2o = sc.h2o.enabled;
+  const int32_t budget = h2o ? sc.h2o.budget : sc.snapkv.budget;
+  const int32_t prompt_len = h2o ? n_ctx : scored_from;
+  const int32_t first_chunk = h2o ? std::min(budget, scored_from) : scored_from;
+  if (n_ctx < 8) return fail("the window must be at least 8 tokens");
+  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, max_chunks);
+  if (n_chunks == 0) return fail("the file has fewer tokens than one window of " + std::to_string(n_ctx));
+  const int32_t bos = tokens[0];  // encode() put BOS first
+  auto runner = make_runner(std::move(lm), rc, n_ctx + rc.block_size);
+  if (!runner) return fail(runner.status().message());
+  SchedulerConfig full;  // no policy
+  double nll = 0, nll_full = 0;
+  int64_t count = 0, agree = 0;
+  int32_t peak = 0;
+  for (int64_t ch = 0; ch < n_chunks; ++ch) {
+    std::vector<int32_t> w(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
+    w[0] = bos;
+    auto a = run_sequence(**runner, sc, w, prompt_len, first_chunk, 1, scored_from - 1, true);
+    if (!a) return fail(a.status().message());
+    auto b = run_sequence(**runner, full, w, prompt_len, first_chunk, 1, scored_from - 1, true);
+    if (!b) return fail(b.status().message());
+    nll += a->nll;
+    nll_full += b->nll;
+    count += a->count;
+    for (size_t i = 0; i < a->top1.size(); ++i) agree += a->top1[i] == b->top1[i];
+    peak = std::max(peak, a->peak_cache_tokens);
+  }
+  const double ppl = std::exp(nll / count), ppl_full = std::exp(nll_full / count);
+  const double agreement = static_cast<double>(agree) / count;
+  if (json) {
+    nlohmann::json j = {{"perplexity", ppl},
+                        {"perplexity_full_cache", ppl_full},
+                        {"top1_agreement", agreement},
+                        {"n_scored", count},
+                        {"n_chunks", n_chunks},
+                        {"n_ctx", n_ctx},
+                        {"scored_from", scored_from},
+                        {"mode", "window-decode"},
+                        {"kv_policy", h2o ? "h2o" : "snapkv"},
+                        {"kv_budget", budget},
+                        {"kv_window", h2o ? sc.h2o.window : sc.snapkv.window},
+                        {"kv_cache_dtype", std::string(dtype_name(rc.kv_cache_dtype))},
+                        {"peak_cache_tokens", peak}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf(
+        "perplexity: %.4f with %s (budget %d), %.4f with the full cache; top-1 agreement %.1f%% over %lld "
+        "predictions (last quarter of %lld windows of %d)\n",
+        ppl, h2o ? "H2O" : "SnapKV", budget, ppl_full, 100 * agreement, static_cast<long long>(count),
+        static_cast<long long>(n_chunks), n_ctx);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -123,14 +197,26 @@ int cmd_perplexity(int argc, char** argv) {
   if (n_ctx < 4) return fail("the window must be at least 4 tokens");
 
   const std::vector<int32_t> tokens = (*tok)->encode(text, true, false);
-  if (stream || kv_policy.policy != "full") {
+  RunnerConfig rc;
+  rc.num_threads = threads;
+  rc.kv_cache_dtype = kv_dtype(kv_type);
+  SchedulerConfig sc;
+  apply_kv_policy_options(kv_policy, rc.block_size, &sc);
+  rc.kv_scores = sc.h2o.enabled;
+  if (sc.snapkv.enabled || sc.h2o.enabled)
+    return policy_perplexity(std::move(*lm), rc, sc, tokens, n_ctx, max_chunks, json);
+  if (stream || sc.streaming.enabled) {
     if (tokens.size() < 2) return fail("the file has fewer than two tokens");
-    RunnerConfig rc;
-    rc.num_threads = threads;
-    rc.kv_cache_dtype = kv_dtype(kv_type);
-    SchedulerConfig sc;
-    apply_kv_policy_options(kv_policy, rc.block_size, &sc);
-    auto r = stream_perplexity(std::move(*lm), rc, sc, tokens, json);
+    const auto n = static_cast<int32_t>(tokens.size());
+    const StreamingConfig& st = sc.streaming;
+    // Sinks, two windows and slack for streaming; everything for a full cache.
+    const int64_t room = st.enabled ? (st.sink_blocks + 3) * int64_t{rc.block_size} + 2 * int64_t{st.window} : n + 1;
+    auto runner = make_runner(std::move(*lm), rc, room);
+    if (!runner) return fail(runner.status().message());
+    // The first chunk fills the window, then one token per step (the full
+    // cache may take 512 at a time: causal attention gives the same logits).
+    const int32_t chunk = st.enabled ? st.window : 512;
+    auto r = run_sequence(**runner, sc, tokens, n, chunk, st.enabled ? 1 : chunk, 0, json);
     if (!r) return fail(r.status().message());
     const double ppl = std::exp(r->nll / r->count);
     if (json) {
@@ -140,8 +226,8 @@ int cmd_perplexity(int argc, char** argv) {
                           {"n_tokens", tokens.size()},
                           {"mode", "stream"},
                           {"kv_policy", kv_policy.policy},
-                          {"kv_sink_tokens", sc.streaming.enabled ? sc.streaming.sink_blocks * rc.block_size : 0},
-                          {"kv_window", sc.streaming.enabled ? kv_policy.window : 0},
+                          {"kv_sink_tokens", st.enabled ? st.sink_blocks * rc.block_size : 0},
+                          {"kv_window", st.enabled ? st.window : 0},
                           {"kv_cache_dtype", kv_type},
                           {"peak_cache_tokens", r->peak_cache_tokens},
                           {"evicted_tokens", r->num_evicted}};
@@ -163,12 +249,8 @@ int cmd_perplexity(int argc, char** argv) {
 
   // One sequence, run through the same ModelRunner as the engine: each
   // window is one scheduled slice whose last n_ctx - first logits are kept.
-  RunnerConfig rc;
-  rc.num_threads = threads;
-  rc.kv_cache_dtype = kv_dtype(kv_type);
-  rc.num_blocks = (n_ctx + rc.block_size - 1) / rc.block_size;
-  KVCacheManager kv(static_cast<int32_t>(rc.num_blocks), rc.block_size);
-  auto runner = ModelRunner::create(std::move(*lm), rc);
+  auto runner = make_runner(std::move(*lm), rc, n_ctx);
+  KVCacheManager kv((*runner)->num_kv_blocks(), rc.block_size);
   if (!runner) return fail(runner.status().message());
   const ModelConfig& c = (*runner)->config();
   const int32_t first = n_ctx / 2;

@@ -37,6 +37,10 @@ std::optional<RequestOutput> RequestStream::next_for(int timeout_ms, bool* timed
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, int32_t max_queue)
     : engine_(std::move(engine)), max_queue_(max_queue) {
+  // What holds before the first step (read by /metrics at once).
+  snapshot_.num_kv_blocks = engine_->kv_manager().num_blocks();
+  snapshot_.num_available_kv_blocks = engine_->kv_manager().num_available_blocks();
+  snapshot_.kv_bytes_per_token = engine_->kv_bytes_per_token();
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -19,6 +19,7 @@ RunnerConfig runner_config(const EngineConfig& config) {
   rc.num_threads = config.num_threads;
   rc.kv_cache_dtype = config.kv_cache_dtype;
   rc.block_size = config.block_size;
+  rc.kv_scores = config.sched.h2o.enabled;
   return rc;
 }
 
@@ -42,6 +43,22 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
       return invalid_argument("--kv-policy streaming needs a window of at least 1 token and sinks >= 0");
     if (config.spec_method != SpecMethod::kNone)
       return invalid_argument("speculative decoding does not run with --kv-policy streaming yet");
+  }
+  const SnapKvConfig& sk = config.sched.snapkv;
+  const H2oConfig& h2o = config.sched.h2o;
+  if (st.enabled + sk.enabled + h2o.enabled > 1) return invalid_argument("choose one KV policy");
+  if (sk.enabled || h2o.enabled) {
+    const char* name = sk.enabled ? "snapkv" : "h2o";
+    const int32_t window = sk.enabled ? sk.window : h2o.window, budget = sk.enabled ? sk.budget : h2o.budget;
+    if (window < 1 || budget <= window || (sk.enabled && sk.pool < 1))
+      return invalid_argument(std::string("--kv-policy ") + name + " needs 1 <= --kv-window < --kv-budget");
+    if (config.spec_method != SpecMethod::kNone)
+      return invalid_argument(std::string("speculative decoding does not run with --kv-policy ") + name + " yet");
+    // Compaction moves a token's K/V to another cache index: windows and
+    // sinks that depend on the index would see the wrong tokens.
+    if (mc.sliding_window > 0 || mc.has_attn_sinks)
+      return invalid_argument(std::string("--kv-policy ") + name +
+                              " does not support sliding-window or attention-sink models yet");
   }
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
   shape.num_blocks = 1;
@@ -75,14 +92,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
   e->streaming_ = config.sched.streaming.enabled;
-  if (e->streaming_) {
-    // Sinks, a window before the new tokens and a step of new ones (at most
-    // a window), each rounded to blocks.
-    const int64_t need =
-        (config.sched.streaming.sink_blocks + 2) * int64_t{rc.block_size} + 2 * int64_t{config.sched.streaming.window};
+  e->bounded_kv_ = e->streaming_ || config.sched.h2o.enabled;
+  if (e->bounded_kv_) {
+    // Per sequence: streaming keeps sinks, a window before the new tokens
+    // and a step of new ones (at most a window); H2O its budget plus a
+    // block, and a step of at most the budget; each rounded to blocks.
+    const StreamingConfig& st = config.sched.streaming;
+    const int64_t bs = rc.block_size;
+    const int64_t need = e->streaming_ ? (st.sink_blocks + 2) * bs + 2 * int64_t{st.window}
+                                       : 2 * int64_t{config.sched.h2o.budget} + 2 * bs;
     if (e->capacity_tokens_ < need)
-      return invalid_argument("--kv-policy streaming needs KV room for " + std::to_string(need) +
-                              " tokens per sequence (sinks, two windows, two blocks); the cache holds " +
+      return invalid_argument(std::string("--kv-policy ") + (e->streaming_ ? "streaming" : "h2o") +
+                              " needs KV room for " + std::to_string(need) + " tokens per sequence; the cache holds " +
                               std::to_string(e->capacity_tokens_));
   }
   e->scheduler_ = std::make_unique<Scheduler>(config.sched, *e->kv_manager_);
@@ -117,7 +138,7 @@ Status Engine::validate(const RequestSpec& spec) const {
   } else if (prompt_len >= max_model_len_)
     return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the context length is " +
                         std::to_string(max_model_len_));
-  if (!streaming_ && prompt_len + 1 > capacity_tokens_)
+  if (!bounded_kv_ && prompt_len + 1 > capacity_tokens_)
     return out_of_range("the prompt needs more KV cache (" + std::to_string(prompt_len + 1) +
                         " tokens) than the whole pool holds (" + std::to_string(capacity_tokens_) + ")");
   for (int32_t t : spec.stop_token_ids)
@@ -151,9 +172,12 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.request_id = id;
   base.tokens = spec.prompt;
   base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
-  base.max_total_tokens = static_cast<int32_t>(
-      streaming_ ? prompt_len + spec.max_tokens
-                 : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, capacity_tokens_}));
+  // Streaming has neither limit; H2O keeps positions (the context limits)
+  // but not memory (the pool does not).
+  base.max_total_tokens =
+      static_cast<int32_t>(streaming_ ? prompt_len + spec.max_tokens
+                                      : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_,
+                                                           bounded_kv_ ? INT32_MAX : capacity_tokens_}));
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;
   req->stops = StopStringMatcher::share(std::move(spec.stop));

@@ -112,7 +112,8 @@ class Engine : private DecodingHost {
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
-  bool streaming_ = false;  // --kv-policy streaming: no context or pool limit on a sequence's length
+  bool streaming_ = false;   // --kv-policy streaming: no context or pool limit on a sequence's length
+  bool bounded_kv_ = false;  // streaming or H2O: a sequence's cache stays bounded, the pool does not limit it
   std::unique_ptr<KVCacheManager> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;

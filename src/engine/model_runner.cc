@@ -35,8 +35,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
                              mc.head_dim, config.kv_cache_dtype);
   };
   PAGODA_ASSIGN_OR_RETURN(r->kv_storage_, storage(config.num_blocks));
+  if (config.kv_scores) PAGODA_RETURN_IF_ERROR(r->kv_storage_->enable_scores());
   if (config.num_host_blocks > 0) {
     PAGODA_ASSIGN_OR_RETURN(r->host_storage_, storage(config.num_host_blocks));
+    if (config.kv_scores) PAGODA_RETURN_IF_ERROR(r->host_storage_->enable_scores());
   }
   r->block_size_ = config.block_size;
   r->pool_ = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads : default_num_threads());
@@ -58,6 +60,9 @@ void ModelRunner::copy_blocks(const SchedulerOutput& out) {
 
 void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& kv) {
   batch_.clear();
+  batch_.snapkv_window = out.snapkv_window;
+  batch_.snapkv_pool = out.snapkv_pool;
+  batch_.h2o_window = out.h2o_window;
   const int32_t bs = kv.block_size();
   for (const ScheduledSeq& s : out.scheduled) {
     const Sequence& seq = *s.seq;
@@ -72,11 +77,15 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
     PAGODA_CHECK(s.num_draft_tokens == static_cast<int32_t>(seq.draft_tokens.size()) || s.num_draft_tokens == 0);
     PAGODA_CHECK(slice.kv_len <= static_cast<int32_t>(table.size()) * bs &&
                  slice.kv_len + seq.num_evicted <= num_known + s.num_draft_tokens);
-    // Token i sits at cache position (and RoPE position) i - num_evicted.
+    slice.compress_to = s.compress_to;
+    slice.accumulate_scores = s.accumulate_scores;
+    // Token i sits at cache position p = i - num_evicted; its RoPE position
+    // is p + rope_offset (p itself when eviction shifts positions).
     for (int32_t p = seq.num_cache_tokens(); p < slice.kv_len; ++p) {
       const int32_t i = p + seq.num_evicted;
       batch_.tokens.push_back(i < num_known ? seq.tokens[i] : seq.draft_tokens[i - num_known]);
-      batch_.positions.push_back(p);
+      batch_.positions.push_back(p + s.rope_offset);
+      batch_.cache_positions.push_back(p);
       batch_.slots.push_back(int64_t{table[p / bs].value} * bs + p % bs);
     }
     for (int32_t i = s.num_new_tokens - s.num_logits; i < s.num_new_tokens; ++i)
@@ -107,6 +116,7 @@ std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::spa
     for (int32_t p = context; p < kv_len; ++p) {
       batch_.tokens.push_back(p % config().vocab_size);
       batch_.positions.push_back(p);
+      batch_.cache_positions.push_back(p);
       batch_.slots.push_back(p);  // blocks 0.. in order: slot = position
       batch_.logit_rows.push_back(p - context);
     }

@@ -30,6 +30,7 @@ struct RunnerConfig {
   int32_t block_size = 16;
   int64_t num_blocks = 0;       // device KV blocks
   int64_t num_host_blocks = 0;  // swap tier
+  bool kv_scores = false;       // H2O: a score per cached row (KVStorage::enable_scores)
 };
 
 class ModelRunner {
@@ -59,6 +60,7 @@ class ModelRunner {
   int32_t num_threads() const { return pool_->num_threads(); }
   int32_t block_size() const { return block_size_; }
   int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
+  const KVStorage& kv_storage() const { return *kv_storage_; }
   // K + V bytes of one token over all layers.
   double kv_bytes_per_token() const {
     return 2.0 * static_cast<double>(kv_storage_->block_bytes()) * kv_storage_->num_layers() / block_size_;

@@ -136,13 +136,19 @@ bool KVCacheManager::evict_block(SeqId seq, int32_t index, std::vector<BlockCopy
   st.table.erase(st.table.begin() + index);
   st.num_tokens -= block_size_;
   st.num_cached_blocks = std::min(st.num_cached_blocks, index);
-  st.evicted = true;
+  st.no_cache = true;
   decref(dropped);
   for (int32_t b = index; b < n - 1; ++b) {
     if (auto copy = prepare_write(seq, b * block_size_)) cow->push_back(*copy);
     shifts->push_back({st.table[b], -block_size_});
   }
   return true;
+}
+
+void KVCacheManager::set_uncacheable(SeqId seq) {
+  auto it = seqs_.find(seq);
+  PAGODA_CHECK(it != seqs_.end());
+  it->second.no_cache = true;
 }
 
 void KVCacheManager::truncate(SeqId seq, int32_t num_tokens) {
@@ -283,7 +289,7 @@ bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
   if (static_cast<int32_t>(dev.table.size()) > host_pool_.num_free()) return false;
   SeqState host;
   host.num_tokens = dev.num_tokens;
-  host.evicted = dev.evicted;
+  host.no_cache = dev.no_cache;
   for (BlockId b : dev.table) {
     std::optional<BlockId> h = host_pool_.allocate();
     PAGODA_CHECK(h.has_value());
@@ -302,7 +308,7 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   if (!ensure_free(static_cast<int32_t>(host.table.size()))) return false;
   SeqState dev;
   dev.num_tokens = host.num_tokens;
-  dev.evicted = host.evicted;
+  dev.no_cache = host.no_cache;
   for (BlockId h : host.table) {
     std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
     PAGODA_CHECK(b.has_value());
@@ -360,7 +366,7 @@ void KVCacheManager::cache_computed(SeqId seq, std::span<const int32_t> tokens, 
   if (it == seqs_.end()) return;
   SeqState& st = it->second;
   const int32_t full = std::min<int32_t>(num_computed / block_size_, static_cast<int32_t>(st.table.size()));
-  if (st.evicted || full <= st.num_cached_blocks) return;
+  if (st.no_cache || full <= st.num_cached_blocks) return;
   prefix_->insert(tokens.first(static_cast<size_t>(full) * block_size_), st.table);
   st.num_cached_blocks = full;
 }
@@ -370,7 +376,7 @@ void KVCacheManager::cache_finished(SeqId seq, std::span<const int32_t> tokens) 
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   const SeqState& st = it->second;
-  if (st.evicted) return;
+  if (st.no_cache) return;
   const int32_t n = std::min<int32_t>(st.num_tokens, static_cast<int32_t>(tokens.size()));
   if (n % block_size_ == 0 || st.num_cached_blocks != n / block_size_) return;  // whole blocks are cached already
   prefix_->insert_partial(tokens.first(static_cast<size_t>(n)), st.table);

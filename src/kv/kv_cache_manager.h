@@ -83,6 +83,9 @@ class KVCacheManager {
   // All-or-nothing: false and no change when the copies lack free blocks.
   // CHECKs 0 <= index < table size - 1 (the block is whole and not the last).
   bool evict_block(SeqId seq, int32_t index, std::vector<BlockCopy>* cow, std::vector<KeyShift>* shifts);
+  // Its blocks are offered to the prefix cache no more (SnapKV rewrites
+  // them); CHECKs that the sequence exists.
+  void set_uncacheable(SeqId seq);
   // Releases all of the sequence's blocks; unknown sequences are ignored.
   void free(SeqId seq);
   // Shrinks the table to the blocks that hold num_tokens slots, dropping the
@@ -171,7 +174,7 @@ class KVCacheManager {
     std::vector<BlockId> table;
     int32_t num_tokens = 0;
     int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
-    bool evicted = false;           // evict_block ran: positions shifted, nothing more to cache
+    bool no_cache = false;          // evicted or compressed: its blocks are offered to the cache no more
   };
   // The cached block continuing the first `whole` blocks of tokens partway
   // (PrefixCache::find_partial), leaving one token to compute.

@@ -108,16 +108,38 @@ void KVStorage::write(int32_t layer, int64_t slot, const float* k_token, const f
     const size_t dst = (static_cast<size_t>(h) * block_size_ + off) * row_bytes_;
     kernels::store_kv_row(dtype_, k_token + static_cast<size_t>(h) * head_dim_, head_dim_, kb + dst);
     kernels::store_kv_row(dtype_, v_token + static_cast<size_t>(h) * head_dim_, head_dim_, vb + dst);
+    if (scores_) score(layer, h, slot) = 0.0f;
   }
+}
+
+void KVStorage::copy_row(int32_t layer, int32_t kv_head, int64_t from, int64_t to) {
+  PAGODA_DCHECK(kv_head >= 0 && kv_head < num_kv_heads_);
+  if (from == to) return;
+  std::memcpy(k_.get() + row_offset(layer, kv_head, to), k_.get() + row_offset(layer, kv_head, from), row_bytes_);
+  std::memcpy(v_.get() + row_offset(layer, kv_head, to), v_.get() + row_offset(layer, kv_head, from), row_bytes_);
+  if (scores_) score(layer, kv_head, to) = score(layer, kv_head, from);
+}
+
+Status KVStorage::enable_scores() {
+  if (scores_) return Status::ok();
+  const size_t n = static_cast<size_t>(num_layers_) * num_blocks_ * num_kv_heads_ * block_size_;
+  scores_.reset(new (std::nothrow) float[n]());
+  if (!scores_)
+    return resource_exhausted("cannot allocate " + std::to_string(n * sizeof(float)) + " bytes of H2O scores");
+  return Status::ok();
 }
 
 void KVStorage::copy_block(BlockId src_id, BlockId dst_id) {
   const int32_t src = src_id.value, dst = dst_id.value;
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
   if (src == dst) return;
+  const size_t per_block = static_cast<size_t>(num_kv_heads_) * block_size_;
   for (int32_t l = 0; l < num_layers_; ++l) {
     std::memcpy(k_.get() + offset(l, dst), k_.get() + offset(l, src), block_bytes_);
     std::memcpy(v_.get() + offset(l, dst), v_.get() + offset(l, src), block_bytes_);
+    if (scores_)
+      std::memcpy(&score(l, 0, int64_t{dst} * block_size_), &score(l, 0, int64_t{src} * block_size_),
+                  per_block * sizeof(float));
   }
 }
 
@@ -125,9 +147,14 @@ void KVStorage::copy_block_to(BlockId src_id, KVStorage& d, BlockId dst_id) cons
   const int32_t src = src_id.value, dst = dst_id.value;
   PAGODA_CHECK(d.num_layers_ == num_layers_ && d.block_bytes_ == block_bytes_ && d.dtype_ == dtype_);
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < d.num_blocks_);
+  PAGODA_CHECK((scores_ != nullptr) == (d.scores_ != nullptr));
+  const size_t per_block = static_cast<size_t>(num_kv_heads_) * block_size_;
   for (int32_t l = 0; l < num_layers_; ++l) {
     std::memcpy(d.k_.get() + d.offset(l, dst), k_.get() + offset(l, src), block_bytes_);
     std::memcpy(d.v_.get() + d.offset(l, dst), v_.get() + offset(l, src), block_bytes_);
+    if (scores_)
+      std::memcpy(d.scores_.get() + d.score_index(l, 0, int64_t{dst} * block_size_),
+                  scores_.get() + score_index(l, 0, int64_t{src} * block_size_), per_block * sizeof(float));
   }
 }
 

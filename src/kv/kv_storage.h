@@ -54,6 +54,26 @@ class KVStorage {
   // Stores one token: k_token / v_token are [num_kv_heads][head_dim];
   // slot = block * block_size + offset.
   void write(int32_t layer, int64_t slot, const float* k_token, const float* v_token);
+  // One kv head's key row for the token at `slot` (block * block_size +
+  // offset) in `layer`: row_bytes() bytes in the cache's dtype.
+  const uint8_t* k_row(int32_t layer, int32_t kv_head, int64_t slot) const {
+    return k_.get() + row_offset(layer, kv_head, slot);
+  }
+  // Copies one kv head's K and V rows of `layer` from slot `from` to slot
+  // `to` (SnapKV's and H2O's per-head compaction), with its score.
+  void copy_row(int32_t layer, int32_t kv_head, int64_t from, int64_t to);
+
+  // H2O: one float per row (K/V of one token, one kv head, one layer), the
+  // attention it has received. Off until enabled (allocated then, zeroed);
+  // write() zeroes a new row's score, copies carry it along.
+  Status enable_scores();
+  bool has_scores() const { return scores_ != nullptr; }
+  float& score(int32_t layer, int32_t kv_head, int64_t slot) {
+    return scores_.get()[score_index(layer, kv_head, slot)];
+  }
+  float score(int32_t layer, int32_t kv_head, int64_t slot) const {
+    return scores_.get()[score_index(layer, kv_head, slot)];
+  }
   // Copies block src to dst in every layer, K and V (copy-on-write).
   void copy_block(BlockId src, BlockId dst);
   // Copies block src of this storage into block dst of another storage of
@@ -82,6 +102,14 @@ class KVStorage {
   static Status validate(int32_t num_layers, int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
                          int32_t head_dim, DType dtype);
   size_t offset(int32_t layer, int32_t block) const;  // bytes
+  size_t score_index(int32_t layer, int32_t kv_head, int64_t slot) const {
+    return ((static_cast<size_t>(layer) * num_blocks_ + slot / block_size_) * num_kv_heads_ + kv_head) * block_size_ +
+           slot % block_size_;
+  }
+  size_t row_offset(int32_t layer, int32_t kv_head, int64_t slot) const {
+    return offset(layer, static_cast<int32_t>(slot / block_size_)) +
+           (static_cast<size_t>(kv_head) * block_size_ + slot % block_size_) * row_bytes_;
+  }
   float* f32(uint8_t* p) const;
   const float* f32(const uint8_t* p) const;
 
@@ -96,6 +124,7 @@ class KVStorage {
   size_t layer_bytes_;
   std::unique_ptr<uint8_t[], Unmap> k_;
   std::unique_ptr<uint8_t[], Unmap> v_;
+  std::unique_ptr<float[]> scores_;  // [layers][blocks][kv_heads][block_size], or null
 };
 
 }  // namespace pagoda

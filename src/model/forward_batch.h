@@ -15,18 +15,32 @@ struct SeqSlice {
   int32_t num_tokens = 0;
   int32_t kv_len = 0;                    // tokens in the cache after this step's writes
   const BlockId* block_table = nullptr;  // kernels read K/V through it
+  // SnapKV / H2O: > 0 compresses the sequence's cache to this many tokens
+  // per KV head after each layer's attention.
+  int32_t compress_to = 0;
+  // H2O: add the attention of this slice's queries to the rows' scores
+  // (KVStorage::score), and compress by those scores.
+  bool accumulate_scores = false;
 };
 
 struct ForwardBatch {
   std::vector<int32_t> tokens;
-  std::vector<int32_t> positions;  // per token, absolute position in its sequence
-  std::vector<int64_t> slots;      // per token, KV slot (block * block_size + offset)
+  std::vector<int32_t> positions;  // per token, RoPE position
+  // Per token, its index in the sequence's cache (the causal mask: it sees
+  // cache indices 0..this); differs from `positions` once tokens are evicted
+  // under a policy that keeps their original positions (SnapKV).
+  std::vector<int32_t> cache_positions;
+  std::vector<int64_t> slots;  // per token, KV slot (block * block_size + offset)
+  int32_t snapkv_window = 32;  // SnapKV: observation window (the last prompt positions)
+  int32_t snapkv_pool = 7;     // SnapKV: max-pooling width over the votes
+  int32_t h2o_window = 64;     // H2O: recent tokens every head keeps
   std::vector<SeqSlice> seqs;
   std::vector<int32_t> logit_rows;  // token indices whose logits are wanted, in output order
 
   void clear() {
     tokens.clear();
     positions.clear();
+    cache_positions.clear();
     slots.clear();
     seqs.clear();
     logit_rows.clear();

@@ -145,28 +145,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
   return m;
 }
 
-void LlamaModel::shift_keys(std::span<const KeyShift> shifts, KVStorage& kv, ThreadPool& pool) const {
-  const ModelConfig& c = config_;
-  const int64_t rows_per_block = int64_t{kv.num_kv_heads()} * kv.block_size();
-  const int64_t num_items = static_cast<int64_t>(shifts.size()) * c.num_layers;
-  pool.run([&](int ti, int nt) {
-    std::vector<float> row(c.head_dim);
-    for (int64_t item = ti; item < num_items; item += nt) {
-      const KeyShift& sh = shifts[item / c.num_layers];
-      const auto il = static_cast<int32_t>(item % c.num_layers);
-      kernels::RopeParams rp = c.is_sliding(il) ? rope_local_ : rope_global_;
-      rp.mscale = 1.0f;  // a pure rotation: the magnitude was scaled at write time
-      uint8_t* base = kv.k_block_bytes(il, sh.block.value);
-      for (int64_t r = 0; r < rows_per_block; ++r) {
-        uint8_t* p = base + r * kv.row_bytes();
-        kernels::load_kv_row(kv.dtype(), p, c.head_dim, row.data());
-        kernels::rope(row.data(), 1, c.head_dim, sh.delta, rp);
-        kernels::store_kv_row(kv.dtype(), row.data(), c.head_dim, p);
-      }
-    }
-  });
-}
-
 size_t LlamaModel::weight_bytes() const {
   size_t b = output_.row_bytes() * output_.n_out;
   for (const auto& l : layers_) {
@@ -249,6 +227,8 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const kernels::PagedKVView view{kv.k_data(il),  kv.v_data(il), kv.block_size(),
                                   c.num_kv_heads, c.head_dim,    kv.dtype()};
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Cache positions (the causal mask) are the RoPE positions unless tokens were evicted.
+  const std::vector<int32_t>& q_pos = batch.cache_positions.empty() ? batch.positions : batch.cache_positions;
   // One work item per (sequence, kv head): GQA groups stay on one thread.
   const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.num_kv_heads;
   pool.run([&](int ti, int nt) {
@@ -260,11 +240,14 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
           kernels::paged_attention_scratch_floats(s.num_tokens, c.num_heads, c.head_dim, kv.block_size());
       if (scratch.size() < need) scratch.resize(need);
       kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
-                               &batch.positions[s.token_begin], s.num_tokens, c.num_heads, scale,
+                               &q_pos[s.token_begin], s.num_tokens, c.num_heads, scale,
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
                                {.window = sliding ? c.sliding_window : 0, .sinks = l.sinks});
     }
   });
+  if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
+                  [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; }))
+    apply_kv_policies(batch, kv, pool, il, scale);
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {

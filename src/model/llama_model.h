@@ -81,6 +81,13 @@ class LlamaModel {
   LlamaModel() = default;
   void ensure_workspace(int64_t n_tokens);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
+  // SnapKV and H2O after layer il's attention (model/kv_policies.cc), per
+  // slice and KV head: H2O adds the slice's attention probabilities to its
+  // rows' scores; with compress_to > 0 the head keeps compress_to rows
+  // (SnapKV: voted by the observation window, the slice's last
+  // snapkv_window queries; H2O: by accumulated score, the last h2o_window
+  // kept) and moves them, in order, to the first compress_to slots.
+  void apply_kv_policies(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il, float scale) const;
   // gate[i] = act(gate[i], up[i]) with the model's FFN activation.
   void activate(float* gate, const float* up, int64_t n) const;
   // ws_.x += MoE FFN of ws_.h (normed input) over n tokens.

@@ -101,6 +101,7 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
     kv_.free(seq->seq_id);
     seq->num_computed_tokens = 0;
     seq->num_evicted = 0;
+    seq->kv_compressed = false;
   }
   seq->swapped = swapped;
   seq->status = SeqStatus::kPreempted;
@@ -113,7 +114,7 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
 int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   // Predicates first: nothing is mutated unless the whole admission fits.
   if (seq->swapped) {
-    const int32_t num_new = cap_new(std::min(seq->num_uncomputed_tokens(), budget));
+    const int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
     const int32_t total = seq->num_cache_tokens() + num_new;
     const int32_t need = std::max(kv_.num_swapped_blocks(seq->seq_id), kv_.num_blocks_for(total));
     if (need > kv_.num_available_blocks()) return 0;
@@ -125,15 +126,47 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
     return num_new;
   }
   PAGODA_CHECK(seq->num_computed_tokens == 0 && !kv_.contains(seq->seq_id));
+  // A prompt SnapKV will compress rewrites its blocks, and H2O rewrites
+  // every sequence's blocks and needs its own scores: they neither share
+  // cached blocks nor offer their own.
+  const bool compressing = config_.h2o.enabled || (config_.snapkv.enabled && seq->num_tokens() > config_.snapkv.budget);
   // Cached prefix tokens cost no budget: only uncached ones are counted.
-  const int32_t cached = kv_.num_cached_prefix_tokens(seq->tokens);
-  const int32_t num_new = cap_new(std::min(seq->num_tokens() - cached, budget));
-  if (!kv_.can_admit(seq->tokens, cached + num_new)) return 0;
-  PAGODA_CHECK(kv_.acquire_cached_prefix(seq->seq_id, seq->tokens) == cached);
+  const int32_t cached = compressing ? 0 : kv_.num_cached_prefix_tokens(seq->tokens);
+  const int32_t num_new = cap_new(seq, std::min(seq->num_tokens() - cached, budget));
+  if (!kv_.can_admit(compressing ? std::span<const int32_t>() : seq->tokens, cached + num_new)) return 0;
+  if (!compressing) PAGODA_CHECK(kv_.acquire_cached_prefix(seq->seq_id, seq->tokens) == cached);
   seq->num_computed_tokens = cached;
   seq->num_cached_tokens = std::min(cached, seq->num_prompt_tokens);
   PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, cached, cached + num_new, &out.cow));
+  if (compressing) kv_.set_uncacheable(seq->seq_id);
   return num_new;
+}
+
+int32_t Scheduler::cap_new(const Sequence* seq, int32_t n) const {
+  if (config_.streaming.enabled) return std::min(n, config_.streaming.window);
+  if (config_.h2o.enabled) return std::min(n, config_.h2o.budget);
+  if (config_.snapkv.enabled && !seq->kv_compressed) {
+    const int32_t left = seq->num_prompt_tokens - seq->num_computed_tokens;  // prompt tokens still to compute
+    if (left > n && left - n < config_.snapkv.window && left > config_.snapkv.window)
+      return left - config_.snapkv.window;  // the last chunk holds the whole observation window
+  }
+  return n;
+}
+
+bool Scheduler::compresses(const Sequence* seq, int32_t num_new) const {
+  if (config_.h2o.enabled) return seq->num_cache_tokens() + num_new >= config_.h2o.budget + kv_.block_size();
+  return config_.snapkv.enabled && !seq->kv_compressed &&
+         seq->num_computed_tokens + num_new >= seq->num_prompt_tokens &&
+         seq->num_cache_tokens() + num_new > config_.snapkv.budget;
+}
+
+ScheduledSeq Scheduler::slice(Sequence* seq, int32_t num_new, int32_t num_logits, int32_t num_draft) const {
+  ScheduledSeq s{seq, num_new, num_logits, num_draft};
+  s.rope_offset = config_.streaming.enabled ? 0 : seq->num_evicted;
+  if (compresses(seq, num_new - num_draft))
+    s.compress_to = config_.h2o.enabled ? config_.h2o.budget : config_.snapkv.budget;
+  s.accumulate_scores = config_.h2o.enabled;
+  return s;
 }
 
 void Scheduler::evict_streaming(Sequence* seq, SchedulerOutput& out) {
@@ -163,19 +196,21 @@ SchedulerOutput Scheduler::schedule(double now) {
   for (Sequence* seq : order) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
-    int32_t num_new = cap_new(std::min(seq->num_uncomputed_tokens(), budget));
+    int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
     if (num_new <= 0) continue;
     // Drafts ride along a decode as extra positions while budget and blocks
     // allow; they are dropped (never anyone preempted) when they do not fit.
     int32_t num_draft = 0;
     if (seq->num_uncomputed_tokens() == 1 && !config_.streaming.enabled) {
       num_draft = std::min<int32_t>(static_cast<int32_t>(seq->draft_tokens.size()), budget - num_new);
-      if (!kv_.can_write(seq->seq_id, seq->num_computed_tokens, seq->num_computed_tokens + num_new + num_draft))
+      if (!kv_.can_write(seq->seq_id, seq->num_cache_tokens(), seq->num_cache_tokens() + num_new + num_draft))
         num_draft = 0;
     }
     seq->draft_tokens.resize(num_draft);
     num_new += num_draft;
-    const int32_t begin = seq->num_cache_tokens(), end = begin + num_new;  // cache positions
+    // Cache positions written: a compressing slice rewrites the whole table.
+    const int32_t end = seq->num_cache_tokens() + num_new;
+    const int32_t begin = compresses(seq, num_new - num_draft) ? 0 : seq->num_cache_tokens();
     while (seq->status == SeqStatus::kRunning && !kv_.can_write(seq->seq_id, begin, end)) {
       Sequence* victim = pick_victim();
       // Never preempt what this step already scheduled; then give up on seq.
@@ -186,7 +221,7 @@ SchedulerOutput Scheduler::schedule(double now) {
     if (seq->status != SeqStatus::kRunning) continue;
     PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, begin, end, &out.cow));
     const bool reaches_end = seq->num_computed_tokens + num_new - num_draft == seq->num_tokens();
-    out.scheduled.push_back({seq, num_new, reaches_end ? 1 + num_draft : 0, num_draft});
+    out.scheduled.push_back(slice(seq, num_new, reaches_end ? 1 + num_draft : 0, num_draft));
     budget -= num_new;
   }
 
@@ -204,18 +239,27 @@ SchedulerOutput Scheduler::schedule(double now) {
       if (num_new == 0) break;  // head-of-line: keeps the order fair
       seq->status = SeqStatus::kRunning;
       running_.push_back(seq);
-      out.scheduled.push_back({seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0});
+      out.scheduled.push_back(slice(seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0));
       budget -= num_new;
     }
     waiting_.erase(waiting_.begin(), waiting_.begin() + taken);
   }
   out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  out.snapkv_window = config_.snapkv.window;
+  out.snapkv_pool = config_.snapkv.pool;
+  out.h2o_window = config_.h2o.window;
   return out;
 }
 
 void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const auto& s : out.scheduled) {
     s.seq->num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;
+    if (s.compress_to > 0) {
+      // The model kept compress_to tokens per KV head in the first slots.
+      s.seq->num_evicted += s.seq->num_cache_tokens() - s.compress_to;
+      s.seq->kv_compressed = true;
+      kv_.truncate(s.seq->seq_id, s.compress_to);
+    }
     kv_.set_num_tokens(s.seq->seq_id, s.seq->num_cache_tokens());
     kv_.cache_computed(s.seq->seq_id, s.seq->tokens, s.seq->num_computed_tokens);
   }

@@ -38,6 +38,30 @@ struct StreamingConfig {
   int32_t window = 1024;
 };
 
+// SnapKV (Li et al. 2024): when a sequence's prompt is computed, each KV
+// head of each layer keeps `budget` of its positions: the last `window`
+// (the observation window) and those the window's queries attend to most
+// (votes max-pooled over `pool` neighbours). Tokens keep their positions;
+// decode then appends normally. The step that ends a prompt computes at
+// least `window` tokens, so the window's queries are at hand.
+struct SnapKvConfig {
+  bool enabled = false;
+  int32_t budget = 1024;
+  int32_t window = 32;
+  int32_t pool = 7;
+};
+
+// H2O (Zhang et al. 2023, "Heavy-Hitter Oracle"): every KV head of every
+// layer accumulates the attention each cached token receives; when a
+// sequence's cache reaches budget + one block, each head keeps its last
+// `window` tokens and the budget - window others with the most accumulated
+// attention (a block's worth evicted at once). Tokens keep their positions.
+struct H2oConfig {
+  bool enabled = false;
+  int32_t budget = 1024;
+  int32_t window = 64;
+};
+
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step
   int32_t max_num_seqs = 256;             // running sequences at once
@@ -45,6 +69,8 @@ struct SchedulerConfig {
   double sjf_aging_s = 10.0;  // SJF/LPM: waiting longer than this goes first
   PreemptMode preempt_mode = PreemptMode::kRecompute;
   StreamingConfig streaming;
+  SnapKvConfig snapkv;
+  H2oConfig h2o;
 };
 
 struct ScheduledSeq {
@@ -57,6 +83,13 @@ struct ScheduledSeq {
   // prefill chunk that does not.
   int32_t num_logits = 0;
   int32_t num_draft_tokens = 0;  // drafts to verify: num_logits = 1 + num_draft_tokens
+  // RoPE position of cache position p: p + rope_offset (the tokens evicted
+  // before it under SnapKV; 0 when eviction shifts positions, StreamingLLM).
+  int32_t rope_offset = 0;
+  // SnapKV / H2O: compress the sequence's cache to this many tokens per KV
+  // head after this slice (0: no).
+  int32_t compress_to = 0;
+  bool accumulate_scores = false;  // H2O: add this slice's attention to the rows' scores
 };
 
 struct SchedulerOutput {
@@ -70,6 +103,8 @@ struct SchedulerOutput {
   std::vector<BlockCopy> swap_in;   // host -> device copies to run before the step
   std::vector<BlockCopy> cow;       // device block copies (copy-on-write), after swaps
   int32_t num_batched_tokens = 0;
+  int32_t snapkv_window = 0, snapkv_pool = 0;  // SnapKV's observation window and pooling, for compress_to
+  int32_t h2o_window = 0;                      // H2O's recent window, for compress_to
   bool empty() const { return scheduled.empty(); }
 };
 
@@ -117,8 +152,18 @@ class Scheduler {
   // Streaming: drops the oldest non-sink blocks while the window keeps at
   // least `window` tokens without them (out.evict_cow, out.key_shifts).
   void evict_streaming(Sequence* seq, SchedulerOutput& out);
-  // Tokens a step may compute for a sequence: n, at most `window` when streaming.
-  int32_t cap_new(int32_t n) const { return config_.streaming.enabled ? std::min(n, config_.streaming.window) : n; }
+  // Tokens a step may compute for a sequence: n, at most `window` when
+  // streaming and `budget` under H2O; under SnapKV a prompt chunk leaves
+  // either nothing or at least the observation window for the last chunk.
+  int32_t cap_new(const Sequence* seq, int32_t n) const;
+  // The scheduled slice of `num_new` tokens (cache positions from
+  // num_cache_tokens()), with its RoPE offset and SnapKV compression.
+  ScheduledSeq slice(Sequence* seq, int32_t num_new, int32_t num_logits, int32_t num_draft = 0) const;
+  // Whether a slice of num_new tokens compresses the cache: SnapKV when it
+  // ends the sequence's prompt and leaves more than the budget, H2O when the
+  // cache reaches budget + a block (then the whole table is written: every
+  // shared block is copied first).
+  bool compresses(const Sequence* seq, int32_t num_new) const;
 
   SchedulerConfig config_;
   KVCacheManager& kv_;

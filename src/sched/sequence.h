@@ -32,6 +32,7 @@ struct Sequence {
   // i >= sinks + num_evicted sits at cache position i - num_evicted (its
   // RoPE position too); the KV manager's table holds cache positions.
   int32_t num_evicted = 0;
+  bool kv_compressed = false;    // SnapKV compressed its prompt (once per computation)
   int32_t max_total_tokens = 0;  // prompt + max output tokens, capped by the context
   int32_t priority = 0;          // lower value runs first (vLLM convention)
   double arrival_time = 0;
