@@ -168,6 +168,8 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
+  KvPolicyOptions kv_policy;
+  add_kv_policy_options(app, &kv_policy);
   app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
   SpecOptions spec_opts;
@@ -186,6 +188,7 @@ int bench_throughput(int argc, char** argv) {
   cfg.sched.max_num_seqs = max_seqs;
   cfg.sched.max_num_batched_tokens = max_batched;
   cfg.sched.preempt_mode = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
+  apply_kv_policy_options(kv_policy, block_size, &cfg.sched);
   cfg.enable_prefix_caching = !no_prefix_cache;
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
@@ -237,6 +240,8 @@ int bench_throughput(int argc, char** argv) {
       {"kv_bytes_per_token", e.kv_bytes_per_token()},
       {"kv_cache_tokens", static_cast<int64_t>(e.kv_manager().num_blocks()) * e.kv_manager().block_size()},
       {"max_running_seqs", st.max_running_seqs},
+      {"kv_policy", kv_policy.policy},
+      {"kv_evicted_tokens", e.scheduler().num_evicted_tokens()},
       {"prefix_cache_hit_rate", st.prefix_cache_hit_rate()},
       {"num_preemptions", e.scheduler().num_preemptions()},
       {"num_steps", st.num_steps},

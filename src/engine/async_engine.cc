@@ -154,6 +154,7 @@ void AsyncEngine::loop() {
     snap.kv_usage = kv.utilization();
     snap.kv_waste = kv.kv_waste();
     snap.num_preemptions = sch.num_preemptions();
+    snap.num_evicted_tokens = sch.num_evicted_tokens();
     if (const PrefixCache* pc = kv.prefix_cache()) {
       snap.num_cached_blocks = pc->num_cached_blocks();
       snap.num_cache_evictions = pc->num_evictions();

@@ -49,7 +49,8 @@ struct EngineSnapshot {
   double kv_usage = 0;            // used blocks / total
   double kv_waste = 0;
   int64_t num_preemptions = 0;
-  int32_t num_cached_blocks = 0;  // blocks held by the prefix cache
+  int64_t num_evicted_tokens = 0;  // dropped by the KV policy
+  int32_t num_cached_blocks = 0;   // blocks held by the prefix cache
   int64_t num_cache_evictions = 0;
   EngineStats stats;
 };

@@ -176,6 +176,7 @@ void Scheduler::evict_streaming(Sequence* seq, SchedulerOutput& out) {
   while (seq->num_cache_tokens() - sink_tokens - bs >= config_.streaming.window) {
     if (!kv_.evict_block(seq->seq_id, config_.streaming.sink_blocks, &out.evict_cow, &out.key_shifts)) return;
     seq->num_evicted += bs;
+    num_evicted_tokens_ += bs;
   }
 }
 
@@ -256,6 +257,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     s.seq->num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;
     if (s.compress_to > 0) {
       // The model kept compress_to tokens per KV head in the first slots.
+      num_evicted_tokens_ += s.seq->num_cache_tokens() - s.compress_to;
       s.seq->num_evicted += s.seq->num_cache_tokens() - s.compress_to;
       s.seq->kv_compressed = true;
       kv_.truncate(s.seq->seq_id, s.compress_to);

@@ -137,6 +137,9 @@ class Scheduler {
   int32_t num_swapped() const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Cached tokens the KV policies dropped (StreamingLLM, SnapKV, H2O; per
+  // sequence, not per head), since start.
+  int64_t num_evicted_tokens() const { return num_evicted_tokens_; }
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
   const SchedulerConfig& config() const { return config_; }
 
@@ -170,6 +173,7 @@ class Scheduler {
   std::vector<Sequence*> waiting_;
   std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;
+  int64_t num_evicted_tokens_ = 0;
 };
 
 }  // namespace pagoda

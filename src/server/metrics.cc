@@ -108,6 +108,9 @@ std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerSta
   counter("prefix_cache_evictions_total", "Blocks evicted from the prefix cache.",
           static_cast<double>(s.num_cache_evictions));
   counter("num_preemptions_total", "Preemptions since start.", static_cast<double>(s.num_preemptions));
+  counter("kv_evicted_tokens_total",
+          "Cached tokens the KV policy dropped (--kv-policy streaming, snapkv, h2o), per sequence, since start.",
+          static_cast<double>(s.num_evicted_tokens));
   counter("engine_steps_total", "Engine steps since start.", static_cast<double>(s.stats.num_steps));
   counter("spec_decode_num_draft_tokens_total", "Draft tokens verified (speculative decoding).",
           static_cast<double>(s.stats.num_draft_tokens));

@@ -283,6 +283,7 @@ TEST(SnapKv, CompressionPreemptionAndForksLeakNothing) {
     ASSERT_FALSE(eng.has_unfinished());
     EXPECT_EQ(got, want);
     EXPECT_GT(eng.scheduler().num_preemptions(), 0);
+    EXPECT_GT(eng.scheduler().num_evicted_tokens(), 0);
     EXPECT_EQ(eng.kv_manager().num_available_blocks(), eng.kv_manager().num_blocks()) << "leaked blocks";
     EXPECT_EQ(eng.kv_manager().num_free_host_blocks(), eng.kv_manager().num_host_blocks());
   }

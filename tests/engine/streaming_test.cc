@@ -215,6 +215,7 @@ TEST(Streaming, GeneratesFarPastTheContextInBoundedMemory) {
   EXPECT_EQ(generated[1], 20 * 64);
   // Two sequences of (sink block + window + a block + the step) at most.
   EXPECT_LE(peak, 2 * (1 + 16 / 4 + 2));
+  EXPECT_GE(eng.scheduler().num_evicted_tokens(), 2 * (20 * 64 - 4 - 16 - 4));
   EXPECT_EQ(eng.kv_manager().num_available_blocks(), eng.kv_manager().num_blocks()) << "leaked blocks";
 }
 

@@ -40,6 +40,7 @@ TEST_F(ServerTest, HealthModelsMetrics) {
                            "pagoda:generation_tokens_total", "pagoda:kv_cache_free_blocks"})
     EXPECT_GE(metric(met->body, name), 0) << name;
   EXPECT_GT(metric(met->body, "pagoda:kv_cache_bytes_per_token"), 0);
+  EXPECT_EQ(metric(met->body, "pagoda:kv_evicted_tokens_total"), 0);  // the full cache evicts nothing
   for (const char* h : {"pagoda:time_to_first_token_seconds_bucket", "pagoda:time_per_output_token_seconds_bucket",
                         "pagoda:e2e_request_latency_seconds_bucket", "pagoda:request_queue_time_seconds_bucket"})
     EXPECT_NE(met->body.find(h), std::string::npos) << h;
