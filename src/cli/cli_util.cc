@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -98,7 +99,7 @@ void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts) {
       ->capture_default_str();
   app.add_option("--kv-window", opts->window,
                  "streaming: most recent tokens kept (default 1024); snapkv: the observation window (default 32); "
-                 "h2o: recent tokens every head keeps (default 64)")
+                 "h2o: recent tokens every head keeps (default 64); these two at most half the budget by default")
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--kv-budget", opts->budget, "snapkv, h2o: tokens per KV head the cache keeps")
       ->check(CLI::Range(2, 1 << 24))
@@ -111,10 +112,11 @@ void apply_kv_policy_options(const KvPolicyOptions& opts, int32_t block_size, Sc
   sched->streaming.window = opts.window > 0 ? opts.window : 1024;
   sched->snapkv.enabled = opts.policy == "snapkv";
   sched->snapkv.budget = opts.budget;
-  sched->snapkv.window = opts.window > 0 ? opts.window : 32;
+  // Default windows: SnapKV 32, H2O 64, at most half the budget.
+  sched->snapkv.window = opts.window > 0 ? opts.window : std::max(1, std::min(32, opts.budget / 2));
   sched->h2o.enabled = opts.policy == "h2o";
   sched->h2o.budget = opts.budget;
-  sched->h2o.window = opts.window > 0 ? opts.window : 64;
+  sched->h2o.window = opts.window > 0 ? opts.window : std::max(1, std::min(64, opts.budget / 2));
 }
 
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {

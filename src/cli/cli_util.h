@@ -33,7 +33,7 @@ DType kv_dtype(const std::string& name);
 struct KvPolicyOptions {
   std::string policy = "full";
   int32_t sinks = 4;
-  int32_t window = 0;  // 0: the policy's default (streaming 1024, snapkv 32, h2o 64)
+  int32_t window = 0;  // 0: the policy's default (streaming 1024; snapkv 32, h2o 64, at most budget / 2)
   int32_t budget = 1024;
 };
 void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts);
