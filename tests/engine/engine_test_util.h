@@ -32,6 +32,41 @@ inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n
   return path;
 }
 
+// A tiny random model of `num_layers` layers and `num_kv_heads` KV heads
+// (0: the preset's), written once per process. One layer makes a token's
+// K/V depend only on its token and position: the KV policy tests compare
+// against fresh runs over the tokens a cache kept.
+inline std::string small_model_path(int32_t num_layers, int32_t num_kv_heads, int64_t n_ctx, uint64_t seed) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("pagoda_test_l" + std::to_string(num_layers) + "_kv" + std::to_string(num_kv_heads) + "_" +
+                             std::to_string(n_ctx) + "_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  if (!std::filesystem::exists(path)) {
+    auto shape = model_preset("tiny");
+    EXPECT_TRUE(shape.is_ok());
+    MakeModelOptions opts;
+    opts.config = shape.value();
+    opts.config.num_layers = num_layers;
+    if (num_kv_heads > 0) opts.config.num_kv_heads = num_kv_heads;
+    opts.config.train_context_len = n_ctx;
+    opts.seed = seed;
+    opts.num_threads = 1;
+    auto plan = make_model(opts, path);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+  }
+  return path;
+}
+
+// A greedy request that ignores end-of-sequence.
+inline RequestSpec greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  RequestSpec s;
+  s.prompt = std::move(prompt);
+  s.max_tokens = max_tokens;
+  s.ignore_eos = true;
+  s.sampling.temperature = 0;
+  return s;
+}
+
 inline std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_bytes, int32_t block_size = 4,
                                            SchedulerConfig sched = {}, int64_t swap_bytes = 0,
                                            DType kv_dtype = DType::kF32) {

@@ -11,6 +11,7 @@
 namespace pagoda {
 namespace {
 
+using testing_util::greedy;
 using testing_util::tiny_model_path;
 
 std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy policy = SchedPolicy::kFcfs,
@@ -49,15 +50,6 @@ std::map<int, std::vector<int32_t>> run(Engine& e, const std::vector<std::pair<i
     EXPECT_TRUE(st.is_ok()) << st.message();
   }
   return out;
-}
-
-RequestSpec greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  RequestSpec s;
-  s.prompt = std::move(prompt);
-  s.max_tokens = max_tokens;
-  s.ignore_eos = true;
-  s.sampling.temperature = 0;
-  return s;
 }
 
 std::vector<std::pair<int, RequestSpec>> shared_prefix_jobs(uint32_t seed, int32_t vocab_size) {

@@ -24,27 +24,11 @@
 namespace pagoda {
 namespace {
 
+using testing_util::greedy;
 using testing_util::make_engine;
 using testing_util::tiny_model_path;
 
-std::string one_layer_one_head_model_path() {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("pagoda_test_1layer_1kv_" + std::to_string(::getpid()) + ".gguf"))
-          .string();
-  if (!std::filesystem::exists(path)) {
-    auto shape = model_preset("tiny");
-    EXPECT_TRUE(shape.is_ok());
-    MakeModelOptions opts;
-    opts.config = shape.value();
-    opts.config.num_layers = 1;
-    opts.config.num_kv_heads = 1;
-    opts.seed = 13;
-    opts.num_threads = 1;
-    auto plan = make_model(opts, path);
-    EXPECT_TRUE(plan.is_ok()) << plan.status().message();
-  }
-  return path;
-}
+std::string one_layer_one_head_model_path() { return testing_util::small_model_path(1, 1, 4096, 13); }
 
 // A fresh full-cache forward of `tokens` at `positions` (cache positions
 // 0..n-1): the last position's logits, and every token's key row.
@@ -213,15 +197,6 @@ EngineConfig snapkv_config(int32_t budget, int32_t window, int64_t kv_bytes, boo
     cfg.sched.snapkv.window = window;
   }
   return cfg;
-}
-
-RequestSpec greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  RequestSpec s;
-  s.prompt = std::move(prompt);
-  s.max_tokens = max_tokens;
-  s.ignore_eos = true;
-  s.sampling.temperature = 0;
-  return s;
 }
 
 std::vector<int32_t> run_one(Engine& e, const RequestSpec& s) {

@@ -26,28 +26,12 @@
 namespace pagoda {
 namespace {
 
+using testing_util::greedy;
 using testing_util::make_engine;
 using testing_util::tiny_model_path;
 
 // A one-layer tiny model with a short trained context.
-std::string one_layer_model_path() {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("pagoda_test_1layer_" + std::to_string(::getpid()) + ".gguf"))
-          .string();
-  if (!std::filesystem::exists(path)) {
-    auto shape = model_preset("tiny");
-    EXPECT_TRUE(shape.is_ok());
-    MakeModelOptions opts;
-    opts.config = shape.value();
-    opts.config.num_layers = 1;
-    opts.config.train_context_len = 64;
-    opts.seed = 11;
-    opts.num_threads = 1;
-    auto plan = make_model(opts, path);
-    EXPECT_TRUE(plan.is_ok()) << plan.status().message();
-  }
-  return path;
-}
+std::string one_layer_model_path() { return testing_util::small_model_path(1, 0, 64, 11); }
 
 StreamingConfig streaming(int32_t sink_blocks, int32_t window) {
   StreamingConfig s;
@@ -177,15 +161,6 @@ EngineConfig streaming_engine_config(int32_t window, int64_t kv_bytes) {
   cfg.kv_cache_bytes = kv_bytes;
   cfg.sched.streaming = streaming(1, window);
   return cfg;
-}
-
-RequestSpec greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  RequestSpec s;
-  s.prompt = std::move(prompt);
-  s.max_tokens = max_tokens;
-  s.ignore_eos = true;
-  s.sampling.temperature = 0;
-  return s;
 }
 
 TEST(Streaming, GeneratesFarPastTheContextInBoundedMemory) {
