@@ -35,7 +35,7 @@ struct RowF16 {
 inline float block_scale(const uint8_t* b) {
   uint16_t h;
   std::memcpy(&h, b, sizeof h);
-  return fp16_to_fp32(h);
+  return V::half_to_f(h);
 }
 // Q8_0 blocks (f16 scale, 32 int8). The row's last block is zero-padded, so
 // a part is a whole load.

@@ -96,6 +96,7 @@ struct V {
     const auto* b = static_cast<const uint8_t*>(p);
     return {_mm256_cvtph_ps(load128(b)), _mm256_cvtph_ps(load128(b + 16))};
   }
+  static float half_to_f(uint16_t h) { return _cvtsh_ss(h); }
   static F load_i8_f(const int8_t* p) {
     const auto* b = reinterpret_cast<const uint8_t*>(p);
     return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(b))),

@@ -68,6 +68,7 @@ struct V {
 
   // Float lanes.
   static F load_f(const float* p) { return _mm512_loadu_ps(p); }
+  static float half_to_f(uint16_t h) { return _cvtsh_ss(h); }
   static F load_i8_f(const int8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }

@@ -9,7 +9,7 @@
 //   kLanes = 16; kAccF, how many F accumulators a register tile may hold.
 //   float: load_f, load_f16 / load_bf16 (16 halves / bfloat16 at p),
 //     load_i8_f (16 int8), load_u4_f(p, high) (the low or high nibbles of
-//     16 bytes, 0..15),
+//     16 bytes, 0..15), half_to_f (one IEEE half),
 //     store_f, zero_f, set1_f, add, sub, mul, div, max, min, abs, fmadd(a, b, c)
 //     = a * b + c, fnmadd = c - a * b, cvt_i_f, round_f_i (to nearest even),
 //     hsum, hmax, exp (as kernels/fast_exp.h), transpose16(F r[16]);
@@ -61,6 +61,7 @@ struct V {
     std::memcpy(h, p, sizeof h);
     return map([&](int i) { return fp16_to_fp32(h[i]); });
   }
+  static float half_to_f(uint16_t h) { return fp16_to_fp32(h); }
   static F load_i8_f(const int8_t* p) {
     return map([&](int i) { return static_cast<float>(p[i]); });
   }
