@@ -155,7 +155,9 @@ int32_t Scheduler::cap_new(const Sequence* seq, int32_t n) const {
 
 bool Scheduler::compresses(const Sequence* seq, int32_t num_new) const {
   if (config_.h2o.enabled) return seq->num_cache_tokens() + num_new >= config_.h2o.budget + kv_.block_size();
-  return config_.snapkv.enabled && !seq->kv_compressed &&
+  // SnapKV: only the slice that completes the prompt (a short prompt's
+  // decode never compresses).
+  return config_.snapkv.enabled && !seq->kv_compressed && seq->num_computed_tokens < seq->num_prompt_tokens &&
          seq->num_computed_tokens + num_new >= seq->num_prompt_tokens &&
          seq->num_cache_tokens() + num_new > config_.snapkv.budget;
 }
@@ -260,6 +262,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
       num_evicted_tokens_ += s.seq->num_cache_tokens() - s.compress_to;
       s.seq->num_evicted += s.seq->num_cache_tokens() - s.compress_to;
       s.seq->kv_compressed = true;
+      kv_.set_uncacheable(s.seq->seq_id);  // its rows no longer sit at their tokens' places
       kv_.truncate(s.seq->seq_id, s.compress_to);
     }
     kv_.set_num_tokens(s.seq->seq_id, s.seq->num_cache_tokens());

@@ -216,6 +216,15 @@ TEST(SnapKv, ABudgetAboveTheSequenceChangesNothing) {
     const RequestSpec s = greedy({1, 4, 8, 15, 16, 23, 42, 7, 9, 11}, 40);
     EXPECT_EQ(run_one(*full, s), run_one(**e, s)) << (h2o ? "h2o" : "snapkv");
   }
+  // SnapKV compresses prompts only: a short prompt decoding far past the
+  // budget keeps everything (twice: the second run hits the prefix cache).
+  auto e = Engine::create(path, snapkv_config(16, 4, 8 << 20));
+  ASSERT_TRUE(e.is_ok());
+  const RequestSpec s = greedy({1, 4, 8, 15, 16, 23, 42, 7, 9, 11}, 40);
+  const std::vector<int32_t> want = run_one(*full, s);
+  EXPECT_EQ(run_one(**e, s), want);
+  EXPECT_EQ(run_one(**e, s), want);
+  EXPECT_EQ((*e)->scheduler().num_evicted_tokens(), 0);
 }
 
 // Random long prompts on a pool that forces preemption, some with n = 2:
