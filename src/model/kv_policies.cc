@@ -73,15 +73,17 @@ void LlamaModel::apply_kv_policies(const ForwardBatch& batch, KVStorage& kv, Thr
                                    float scale) const {
   const ModelConfig& c = config_;
   const int32_t group = c.num_heads / c.num_kv_heads, bs = kv.block_size();
-  std::vector<std::pair<const SeqSlice*, int32_t>> items;  // (slice, kv head)
+  std::vector<const SeqSlice*> slices;
   for (const SeqSlice& s : batch.seqs)
-    if (s.compress_to > 0 || s.accumulate_scores)
-      for (int32_t h = 0; h < c.num_kv_heads; ++h) items.emplace_back(&s, h);
+    if (s.compress_to > 0 || s.accumulate_scores) slices.push_back(&s);
+  // One thread per KV head, over every slice: forked sequences share blocks,
+  // and a shared row's score must not be added to from two threads.
   pool.run([&](int ti, int nt) {
     std::vector<float> key(c.head_dim), scores, votes;
-    for (size_t it = ti; it < items.size(); it += nt) {
-      const SeqSlice& s = *items[it].first;
-      const int32_t kvh = items[it].second;
+    for (size_t it = 0; it < slices.size() * c.num_kv_heads; ++it) {
+      const auto kvh = static_cast<int32_t>(it / slices.size());
+      if (kvh % nt != ti) continue;
+      const SeqSlice& s = *slices[it % slices.size()];
       const int32_t n = s.kv_len;
       auto slot = [&](int32_t j) { return int64_t{s.block_table[j / bs].value} * bs + j % bs; };
       const float* q_rows = &ws_.q[s.token_begin * int64_t{c.q_dim()}];
