@@ -202,6 +202,9 @@ int cmd_perplexity(int argc, char** argv) {
   rc.kv_cache_dtype = kv_dtype(kv_type);
   SchedulerConfig sc;
   apply_kv_policy_options(kv_policy, rc.block_size, &sc);
+  const ModelConfig& mc = (*lm)->config();
+  if (Status st = validate_kv_policy(sc, mc.sliding_window > 0 || mc.has_attn_sinks); !st.is_ok())
+    return fail(st.message());
   rc.kv_scores = sc.h2o.enabled;
   if (sc.snapkv.enabled || sc.h2o.enabled)
     return policy_perplexity(std::move(*lm), rc, sc, tokens, n_ctx, max_chunks, json);

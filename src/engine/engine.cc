@@ -37,29 +37,10 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
     return invalid_argument("the number of speculative tokens must be in 1..64 (or 0 for auto)");
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
-  const StreamingConfig& st = config.sched.streaming;
-  if (st.enabled) {
-    if (st.window < 1 || st.sink_blocks < 0)
-      return invalid_argument("--kv-policy streaming needs a window of at least 1 token and sinks >= 0");
-    if (config.spec_method != SpecMethod::kNone)
-      return invalid_argument("speculative decoding does not run with --kv-policy streaming yet");
-  }
-  const SnapKvConfig& sk = config.sched.snapkv;
-  const H2oConfig& h2o = config.sched.h2o;
-  if (st.enabled + sk.enabled + h2o.enabled > 1) return invalid_argument("choose one KV policy");
-  if (sk.enabled || h2o.enabled) {
-    const char* name = sk.enabled ? "snapkv" : "h2o";
-    const int32_t window = sk.enabled ? sk.window : h2o.window, budget = sk.enabled ? sk.budget : h2o.budget;
-    if (window < 1 || budget <= window || (sk.enabled && sk.pool < 1))
-      return invalid_argument(std::string("--kv-policy ") + name + " needs 1 <= --kv-window < --kv-budget");
-    if (config.spec_method != SpecMethod::kNone)
-      return invalid_argument(std::string("speculative decoding does not run with --kv-policy ") + name + " yet");
-    // Compaction moves a token's K/V to another cache index: windows and
-    // sinks that depend on the index would see the wrong tokens.
-    if (mc.sliding_window > 0 || mc.has_attn_sinks)
-      return invalid_argument(std::string("--kv-policy ") + name +
-                              " does not support sliding-window or attention-sink models yet");
-  }
+  PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched, mc.sliding_window > 0 || mc.has_attn_sinks));
+  if (kv_policy_name(config.sched) != std::string_view("full") && config.spec_method != SpecMethod::kNone)
+    return invalid_argument(std::string("speculative decoding does not run with --kv-policy ") +
+                            kv_policy_name(config.sched) + " yet");
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
   shape.num_blocks = 1;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, shape));

@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/check.h"
 
@@ -15,6 +16,30 @@ std::string_view finish_reason_name(FinishReason r) {
     case FinishReason::kNone: break;
   }
   return "";
+}
+
+const char* kv_policy_name(const SchedulerConfig& c) {
+  if (c.streaming.enabled) return "streaming";
+  if (c.snapkv.enabled) return "snapkv";
+  return c.h2o.enabled ? "h2o" : "full";
+}
+
+Status validate_kv_policy(const SchedulerConfig& c, bool index_sensitive) {
+  if (c.streaming.enabled + c.snapkv.enabled + c.h2o.enabled > 1) return invalid_argument("choose one KV policy");
+  const std::string name = kv_policy_name(c);
+  if (c.streaming.enabled && (c.streaming.window < 1 || c.streaming.sink_blocks < 0))
+    return invalid_argument("--kv-policy streaming needs a window of at least 1 token and sinks >= 0");
+  if (c.snapkv.enabled || c.h2o.enabled) {
+    const int32_t window = c.snapkv.enabled ? c.snapkv.window : c.h2o.window;
+    const int32_t budget = c.snapkv.enabled ? c.snapkv.budget : c.h2o.budget;
+    if (window < 1 || budget <= window || (c.snapkv.enabled && c.snapkv.pool < 1))
+      return invalid_argument("--kv-policy " + name + " needs 1 <= --kv-window < --kv-budget");
+    // Compaction moves a token's K/V to another cache index: windows and
+    // sinks that depend on the index would see the wrong tokens.
+    if (index_sensitive)
+      return invalid_argument("--kv-policy " + name + " does not support sliding-window or attention-sink models yet");
+  }
+  return Status::ok();
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager& kv) : config_(config), kv_(kv) {}

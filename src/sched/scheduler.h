@@ -73,6 +73,13 @@ struct SchedulerConfig {
   H2oConfig h2o;
 };
 
+// Checks the KV policy settings: at most one policy, windows and budgets
+// that make sense, and no SnapKV/H2O when the model's attention depends on a
+// row's cache index (`index_sensitive`: sliding windows, attention sinks).
+Status validate_kv_policy(const SchedulerConfig& config, bool index_sensitive);
+// "full", "streaming", "snapkv" or "h2o".
+const char* kv_policy_name(const SchedulerConfig& config);
+
 struct ScheduledSeq {
   Sequence* seq = nullptr;
   // Compute positions [num_computed, num_computed + num_new_tokens); the

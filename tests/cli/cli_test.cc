@@ -250,6 +250,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "generate -m " + kStories + " -p hi --kv-policy snapkv --kv-budget 8 --kv-window 8"},
         BadCase{"H2oBudgetOverPool",
                 "generate -m " + kStories + " -p hi --kv-policy h2o --kv-budget 100000 --kv-cache-mem 1"},
+        BadCase{"PerplexityH2oWindowAtBudget",
+                "perplexity -m " + kStories + " -f " + kHeldout + " --kv-policy h2o --kv-budget 64 --kv-window 64"},
         BadCase{"PerplexityStreamEmpty", "perplexity -m " + kStories + " -f /dev/null --kv-policy streaming"},
         BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
         BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
