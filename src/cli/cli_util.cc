@@ -106,17 +106,14 @@ void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts) {
       ->capture_default_str();
 }
 
-void apply_kv_policy_options(const KvPolicyOptions& opts, int32_t block_size, SchedulerConfig* sched) {
-  sched->streaming.enabled = opts.policy == "streaming";
-  sched->streaming.sink_blocks = (opts.sinks + block_size - 1) / block_size;
-  sched->streaming.window = opts.window > 0 ? opts.window : 1024;
-  sched->snapkv.enabled = opts.policy == "snapkv";
-  sched->snapkv.budget = opts.budget;
-  // Default windows: SnapKV 32, H2O 64, at most half the budget.
-  sched->snapkv.window = opts.window > 0 ? opts.window : std::max(1, std::min(32, opts.budget / 2));
-  sched->h2o.enabled = opts.policy == "h2o";
-  sched->h2o.budget = opts.budget;
-  sched->h2o.window = opts.window > 0 ? opts.window : std::max(1, std::min(64, opts.budget / 2));
+KvPolicy kv_policy_from_options(const KvPolicyOptions& opts) {
+  KvPolicy p;
+  PAGODA_CHECK(parse_kv_policy_kind(opts.policy).has_value());
+  p.kind = *parse_kv_policy_kind(opts.policy);
+  p.sinks = opts.sinks;
+  p.window = opts.window;
+  p.budget = opts.budget;
+  return with_default_window(p);
 }
 
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {

@@ -29,7 +29,7 @@ DType kv_dtype(const std::string& name);
 
 // --kv-policy full|streaming|snapkv|h2o, --kv-sinks S, --kv-window W,
 // --kv-budget B: which tokens a sequence keeps in the KV cache
-// (sched/scheduler.h StreamingConfig, SnapKvConfig, H2oConfig).
+// (sched/kv_policy.h).
 struct KvPolicyOptions {
   std::string policy = "full";
   int32_t sinks = 4;
@@ -37,8 +37,8 @@ struct KvPolicyOptions {
   int32_t budget = 1024;
 };
 void add_kv_policy_options(CLI::App& app, KvPolicyOptions* opts);
-// Sets cfg->sched.streaming (sinks rounded up to whole blocks of block_size).
-void apply_kv_policy_options(const KvPolicyOptions& opts, int32_t block_size, SchedulerConfig* sched);
+// The policy of the flags, its window defaulted (CLI11 checked the name).
+KvPolicy kv_policy_from_options(const KvPolicyOptions& opts);
 
 // --spec none|ngram|retrieval, --num-spec-tokens K, --spec-datastore FILE:
 // speculative decoding.

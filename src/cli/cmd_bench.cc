@@ -188,7 +188,7 @@ int bench_throughput(int argc, char** argv) {
   cfg.sched.max_num_seqs = max_seqs;
   cfg.sched.max_num_batched_tokens = max_batched;
   cfg.sched.preempt_mode = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
-  apply_kv_policy_options(kv_policy, block_size, &cfg.sched);
+  cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   cfg.enable_prefix_caching = !no_prefix_cache;
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);

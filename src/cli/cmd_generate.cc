@@ -52,7 +52,7 @@ int cmd_generate(int argc, char** argv) {
   cfg.max_model_len = ctx;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
-  apply_kv_policy_options(kv_policy, cfg.block_size, &cfg.sched);
+  cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
   if (!engine) {

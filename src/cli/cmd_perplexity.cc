@@ -107,8 +107,8 @@ Result<std::unique_ptr<ModelRunner>> make_runner(std::unique_ptr<LlamaModel> lm,
 int policy_perplexity(std::unique_ptr<LlamaModel> lm, const RunnerConfig& rc, const SchedulerConfig& sc,
                       std::vector<int32_t> tokens, int32_t n_ctx, int32_t max_chunks, bool json) {
   const int32_t scored_from = n_ctx - n_ctx / 4;
-  const bool h2o = sc.h2o.enabled;
-  const int32_t budget = h2o ? sc.h2o.budget : sc.snapkv.budget;
+  const bool h2o = sc.kv_policy.h2o();
+  const int32_t budget = sc.kv_policy.budget;
   const int32_t prompt_len = h2o ? n_ctx : scored_from;
   const int32_t first_chunk = h2o ? std::min(budget, scored_from) : scored_from;
   if (n_ctx < 8) return fail("the window must be at least 8 tokens");
@@ -148,7 +148,7 @@ int policy_perplexity(std::unique_ptr<LlamaModel> lm, const RunnerConfig& rc, co
                         {"mode", "window-decode"},
                         {"kv_policy", h2o ? "h2o" : "snapkv"},
                         {"kv_budget", budget},
-                        {"kv_window", h2o ? sc.h2o.window : sc.snapkv.window},
+                        {"kv_window", sc.kv_policy.window},
                         {"kv_cache_dtype", std::string(dtype_name(rc.kv_cache_dtype))},
                         {"peak_cache_tokens", peak}};
     std::printf("%s\n", j.dump(2).c_str());
@@ -201,25 +201,25 @@ int cmd_perplexity(int argc, char** argv) {
   rc.num_threads = threads;
   rc.kv_cache_dtype = kv_dtype(kv_type);
   SchedulerConfig sc;
-  apply_kv_policy_options(kv_policy, rc.block_size, &sc);
+  sc.kv_policy = kv_policy_from_options(kv_policy);
+  const KvPolicy& st = sc.kv_policy;
   const ModelConfig& mc = (*lm)->config();
-  if (Status st = validate_kv_policy(sc, mc.sliding_window > 0 || mc.has_attn_sinks); !st.is_ok())
-    return fail(st.message());
-  rc.kv_scores = sc.h2o.enabled;
-  if (sc.snapkv.enabled || sc.h2o.enabled)
-    return policy_perplexity(std::move(*lm), rc, sc, tokens, n_ctx, max_chunks, json);
-  if (stream || sc.streaming.enabled) {
+  if (Status s = validate_kv_policy(st, mc.sliding_window > 0 || mc.has_attn_sinks); !s.is_ok())
+    return fail(s.message());
+  rc.kv_scores = st.h2o();
+  if (st.snapkv() || st.h2o()) return policy_perplexity(std::move(*lm), rc, sc, tokens, n_ctx, max_chunks, json);
+  if (stream || st.streaming()) {
     if (tokens.size() < 2) return fail("the file has fewer than two tokens");
     const auto n = static_cast<int32_t>(tokens.size());
-    const StreamingConfig& st = sc.streaming;
     // Sinks, two windows and slack for streaming; everything for a full cache.
-    const int64_t room = st.enabled ? (st.sink_blocks + 3) * int64_t{rc.block_size} + 2 * int64_t{st.window} : n + 1;
+    const int64_t room =
+        st.streaming() ? (st.sink_blocks(rc.block_size) + 3) * int64_t{rc.block_size} + 2 * int64_t{st.window} : n + 1;
     auto runner = make_runner(std::move(*lm), rc, room);
     if (!runner) return fail(runner.status().message());
     // The first chunk fills the window, then one token per step (the full
     // cache may take 512 at a time: causal attention gives the same logits).
-    const int32_t chunk = st.enabled ? st.window : 512;
-    auto r = run_sequence(**runner, sc, tokens, n, chunk, st.enabled ? 1 : chunk, 0, json);
+    const int32_t chunk = st.streaming() ? st.window : 512;
+    auto r = run_sequence(**runner, sc, tokens, n, chunk, st.streaming() ? 1 : chunk, 0, json);
     if (!r) return fail(r.status().message());
     const double ppl = std::exp(r->nll / r->count);
     if (json) {
@@ -229,8 +229,8 @@ int cmd_perplexity(int argc, char** argv) {
                           {"n_tokens", tokens.size()},
                           {"mode", "stream"},
                           {"kv_policy", kv_policy.policy},
-                          {"kv_sink_tokens", st.enabled ? st.sink_blocks * rc.block_size : 0},
-                          {"kv_window", st.enabled ? st.window : 0},
+                          {"kv_sink_tokens", st.streaming() ? st.sink_blocks(rc.block_size) * rc.block_size : 0},
+                          {"kv_window", st.streaming() ? st.window : 0},
                           {"kv_cache_dtype", kv_type},
                           {"peak_cache_tokens", r->peak_cache_tokens},
                           {"evicted_tokens", r->num_evicted}};

@@ -139,7 +139,7 @@ int cmd_serve(int argc, char** argv) {
   apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;
-  apply_kv_policy_options(kv_policy, block_size, &cfg.sched);
+  cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   cfg.enable_prefix_caching = !no_prefix_cache;
   auto engine = Engine::create(model, cfg);
   if (!engine) {

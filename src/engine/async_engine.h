@@ -73,7 +73,9 @@ class AsyncEngine {
   const Tokenizer& tokenizer() const { return engine_->tokenizer(); }
   const ModelConfig& model_config() const { return engine_->model_config(); }
   int32_t max_model_len() const { return engine_->max_model_len(); }
-  bool streaming() const { return engine_->streaming(); }
+  Result<KvPolicy> resolve_kv_policy(const std::optional<KvPolicyRequest>& request) const {
+    return engine_->resolve_kv_policy(request);
+  }
 
  private:
   void loop();

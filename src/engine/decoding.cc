@@ -59,7 +59,8 @@ class ParallelSampling : public PlainDecoding {
 std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingHost& host) {
   if (req.spec.use_beam_search) return make_beam_search(req, host);          // speculation off
   if (req.spec.n > 1) return std::make_unique<ParallelSampling>(req, host);  // speculation off
-  if (host.proposer()) return make_speculative_decoding(req, host);
+  // Speculation needs every token's K/V kept: not under a KV policy.
+  if (host.proposer() && req.choices.front()->seq.kv_policy->full()) return make_speculative_decoding(req, host);
   return std::make_unique<PlainDecoding>(req, host);
 }
 

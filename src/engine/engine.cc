@@ -19,7 +19,7 @@ RunnerConfig runner_config(const EngineConfig& config) {
   rc.num_threads = config.num_threads;
   rc.kv_cache_dtype = config.kv_cache_dtype;
   rc.block_size = config.block_size;
-  rc.kv_scores = config.sched.h2o.enabled;
+  rc.kv_scores = config.sched.kv_policy.h2o();
   return rc;
 }
 
@@ -37,10 +37,10 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
     return invalid_argument("the number of speculative tokens must be in 1..64 (or 0 for auto)");
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
-  PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched, mc.sliding_window > 0 || mc.has_attn_sinks));
-  if (kv_policy_name(config.sched) != std::string_view("full") && config.spec_method != SpecMethod::kNone)
-    return invalid_argument(std::string("speculative decoding does not run with --kv-policy ") +
-                            kv_policy_name(config.sched) + " yet");
+  PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched.kv_policy, mc.sliding_window > 0 || mc.has_attn_sinks));
+  if (!config.sched.kv_policy.full() && config.spec_method != SpecMethod::kNone)
+    return invalid_argument("speculative decoding does not run with --kv-policy " +
+                            std::string(kv_policy_name(config.sched.kv_policy.kind)) + " yet");
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
   shape.num_blocks = 1;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, shape));
@@ -72,21 +72,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                                                     static_cast<int32_t>(rc.num_host_blocks));
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
-  e->streaming_ = config.sched.streaming.enabled;
-  e->bounded_kv_ = e->streaming_ || config.sched.h2o.enabled;
-  if (e->bounded_kv_) {
-    // Per sequence: streaming keeps sinks, a window before the new tokens
-    // and a step of new ones (at most a window); H2O its budget plus a
-    // block, and a step of at most the budget; each rounded to blocks.
-    const StreamingConfig& st = config.sched.streaming;
-    const int64_t bs = rc.block_size;
-    const int64_t need = e->streaming_ ? (st.sink_blocks + 2) * bs + 2 * int64_t{st.window}
-                                       : 2 * int64_t{config.sched.h2o.budget} + 2 * bs;
-    if (e->capacity_tokens_ < need)
-      return invalid_argument(std::string("--kv-policy ") + (e->streaming_ ? "streaming" : "h2o") +
-                              " needs KV room for " + std::to_string(need) + " tokens per sequence; the cache holds " +
-                              std::to_string(e->capacity_tokens_));
-  }
+  e->kv_policy_ = config.sched.kv_policy;
+  e->index_sensitive_ = mc.sliding_window > 0 || mc.has_attn_sinks;
+  PAGODA_RETURN_IF_ERROR(e->check_kv_room(e->kv_policy_, "--kv-policy "));
   e->scheduler_ = std::make_unique<Scheduler>(config.sched, *e->kv_manager_);
   if (config.spec_method == SpecMethod::kNgram)
     e->proposer_ = std::make_unique<NgramProposer>(config.ngram_min, config.ngram_max);
@@ -102,6 +90,31 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   return e;
 }
 
+Status Engine::check_kv_room(const KvPolicy& p, const std::string& what) const {
+  const int64_t need = bounded_kv_tokens(p, kv_manager_->block_size());
+  if (capacity_tokens_ >= need) return Status::ok();
+  return invalid_argument(what + std::string(kv_policy_name(p.kind)) + " needs KV room for " + std::to_string(need) +
+                          " tokens per sequence; the cache holds " + std::to_string(capacity_tokens_));
+}
+
+Result<KvPolicy> Engine::resolve_kv_policy(const std::optional<KvPolicyRequest>& request) const {
+  if (!request) return kv_policy_;
+  KvPolicy p = kv_policy_;
+  if (request->kind != p.kind) {
+    // The server's window belongs to its own policy: another one starts
+    // from its default; sinks and budget carry over.
+    p.kind = request->kind;
+    p.window = 0;
+  }
+  if (request->sinks) p.sinks = *request->sinks;
+  if (request->budget) p.budget = *request->budget;
+  if (request->window) p.window = *request->window;
+  p = with_default_window(p);
+  PAGODA_RETURN_IF_ERROR(validate_kv_policy(p, index_sensitive_));
+  PAGODA_RETURN_IF_ERROR(check_kv_room(p, "kv_policy "));
+  return p;
+}
+
 Status Engine::validate(const RequestSpec& spec) const {
   const ModelConfig& mc = model_config();
   if (spec.prompt.empty()) return invalid_argument("the prompt is empty");
@@ -112,14 +125,15 @@ Status Engine::validate(const RequestSpec& spec) const {
   if (spec.n < 1 || spec.n > 256) return invalid_argument("n must be in 1..256");
   if (spec.use_beam_search && (spec.beam_width < 1 || spec.beam_width > 64 || spec.n > spec.beam_width))
     return invalid_argument("beam search needs 1 <= n <= beam width <= 64");
+  PAGODA_ASSIGN_OR_RETURN(const KvPolicy policy, resolve_kv_policy(spec.kv_policy));
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
-  if (streaming_) {
+  if (policy.streaming()) {
     // Any length: the cache keeps sinks and a window; positions stay inside it.
     if (prompt_len + spec.max_tokens > INT32_MAX) return out_of_range("prompt plus max_tokens exceeds 2^31 tokens");
   } else if (prompt_len >= max_model_len_)
     return out_of_range("the prompt has " + std::to_string(prompt_len) + " tokens but the context length is " +
                         std::to_string(max_model_len_));
-  if (!bounded_kv_ && prompt_len + 1 > capacity_tokens_)
+  if (!policy.bounded() && prompt_len + 1 > capacity_tokens_)
     return out_of_range("the prompt needs more KV cache (" + std::to_string(prompt_len + 1) +
                         " tokens) than the whole pool holds (" + std::to_string(capacity_tokens_) + ")");
   for (int32_t t : spec.stop_token_ids)
@@ -143,6 +157,9 @@ std::unique_ptr<Choice> Engine::make_choice(Request& req, int32_t index, const S
 
 Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId> id_in) {
   PAGODA_RETURN_IF_ERROR(validate(spec));
+  PAGODA_ASSIGN_OR_RETURN(const KvPolicy policy, resolve_kv_policy(spec.kv_policy));
+  // H2O's attention scores are allocated when a sequence first needs them.
+  if (policy.h2o()) PAGODA_RETURN_IF_ERROR(runner_->enable_kv_scores());
   const RequestId id = id_in.value_or(RequestId{next_id_});
   next_id_ = std::max(next_id_, id.value) + 1;
   if (requests_.count(id)) return invalid_argument("duplicate request id " + std::to_string(id.value));
@@ -155,10 +172,11 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
   // Streaming has neither limit; H2O keeps positions (the context limits)
   // but not memory (the pool does not).
-  base.max_total_tokens =
-      static_cast<int32_t>(streaming_ ? prompt_len + spec.max_tokens
-                                      : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_,
-                                                           bounded_kv_ ? INT32_MAX : capacity_tokens_}));
+  base.max_total_tokens = static_cast<int32_t>(
+      policy.streaming() ? prompt_len + spec.max_tokens
+                         : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_,
+                                              policy.bounded() ? INT32_MAX : capacity_tokens_}));
+  base.kv_policy = policy;
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;
   req->stops = StopStringMatcher::share(std::move(spec.stop));

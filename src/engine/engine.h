@@ -74,8 +74,9 @@ class Engine : private DecodingHost {
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineStats& stats() const { return stats_.stats(); }
   int32_t max_model_len() const { return max_model_len_; }
-  // --kv-policy streaming: requests are not limited by the context.
-  bool streaming() const { return streaming_; }
+  // A request's KV policy: the server's, or its own with the server's
+  // numbers where it sets none; checked against the model and the pool.
+  Result<KvPolicy> resolve_kv_policy(const std::optional<KvPolicyRequest>& request) const;
   size_t weight_bytes() const { return runner_->model().weight_bytes(); }
   // K + V bytes one token takes in the cache, every layer (--kv-cache-dtype).
   double kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
@@ -92,6 +93,8 @@ class Engine : private DecodingHost {
  private:
   Engine() = default;
   static Status validate_config(const ModelConfig& mc, const EngineConfig& config);
+  // A bounded policy's sequence must fit the pool alone; `what` starts the error.
+  Status check_kv_room(const KvPolicy& p, const std::string& what) const;
   void profile_step_cost(int32_t max_num_batched_tokens);
   std::unique_ptr<Choice> make_choice(Request& req, int32_t index, const Sequence& base);
   // Step phases.
@@ -112,8 +115,8 @@ class Engine : private DecodingHost {
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
-  bool streaming_ = false;   // --kv-policy streaming: no context or pool limit on a sequence's length
-  bool bounded_kv_ = false;  // streaming or H2O: a sequence's cache stays bounded, the pool does not limit it
+  KvPolicy kv_policy_;            // the server's (config.sched.kv_policy)
+  bool index_sensitive_ = false;  // sliding windows or attention sinks: no SnapKV/H2O
   std::unique_ptr<KVCacheManager> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;

@@ -47,6 +47,11 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   return r;
 }
 
+Status ModelRunner::enable_kv_scores() {
+  PAGODA_RETURN_IF_ERROR(kv_storage_->enable_scores());
+  return host_storage_ ? host_storage_->enable_scores() : Status::ok();
+}
+
 void ModelRunner::copy_blocks(const SchedulerOutput& out) {
   // Streaming eviction acts on the blocks as the last step left them.
   for (const BlockCopy& c : out.evict_cow) kv_storage_->copy_block(c.src, c.dst);
@@ -60,9 +65,6 @@ void ModelRunner::copy_blocks(const SchedulerOutput& out) {
 
 void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& kv) {
   batch_.clear();
-  batch_.snapkv_window = out.snapkv_window;
-  batch_.snapkv_pool = out.snapkv_pool;
-  batch_.h2o_window = out.h2o_window;
   const int32_t bs = kv.block_size();
   for (const ScheduledSeq& s : out.scheduled) {
     const Sequence& seq = *s.seq;
@@ -79,6 +81,8 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
                  slice.kv_len + seq.num_evicted <= num_known + s.num_draft_tokens);
     slice.compress_to = s.compress_to;
     slice.accumulate_scores = s.accumulate_scores;
+    slice.kv_window = s.kv_window;
+    slice.kv_pool = s.kv_pool;
     // Token i sits at cache position p = i - num_evicted; its RoPE position
     // is p + rope_offset (p itself when eviction shifts positions).
     for (int32_t p = seq.num_cache_tokens(); p < slice.kv_len; ++p) {

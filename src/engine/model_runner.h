@@ -61,6 +61,9 @@ class ModelRunner {
   int32_t block_size() const { return block_size_; }
   int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
   const KVStorage& kv_storage() const { return *kv_storage_; }
+  // H2O's per-row attention scores in the device and host storage (once;
+  // between steps).
+  Status enable_kv_scores();
   // K + V bytes of one token over all layers.
   double kv_bytes_per_token() const {
     return 2.0 * static_cast<double>(kv_storage_->block_bytes()) * kv_storage_->num_layers() / block_size_;

@@ -1,6 +1,7 @@
 // What a client asks of the engine, and what it gets back each step.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct RequestSpec {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings (not included in the text)
   int32_t priority = 0;           // lower runs first under the priority policy
+  // Its own KV policy instead of the server's (Engine::resolve_kv_policy).
+  std::optional<KvPolicyRequest> kv_policy;
   int32_t n = 1;                  // parallel samples: forked after the prompt, sharing its blocks
   // Beam search (deterministic; sampling parameters are ignored): keeps
   // beam_width hypotheses by cumulative log-probability, forking and freeing

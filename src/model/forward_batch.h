@@ -21,6 +21,9 @@ struct SeqSlice {
   // H2O: add the attention of this slice's queries to the rows' scores
   // (KVStorage::score), and compress by those scores.
   bool accumulate_scores = false;
+  // With compress_to: SnapKV's observation window (the slice's last
+  // queries) and max-pooling width over the votes; H2O's recent window.
+  int32_t kv_window = 0, kv_pool = 1;
 };
 
 struct ForwardBatch {
@@ -31,9 +34,6 @@ struct ForwardBatch {
   // under a policy that keeps their original positions (SnapKV).
   std::vector<int32_t> cache_positions;
   std::vector<int64_t> slots;  // per token, KV slot (block * block_size + offset)
-  int32_t snapkv_window = 32;  // SnapKV: observation window (the last prompt positions)
-  int32_t snapkv_pool = 7;     // SnapKV: max-pooling width over the votes
-  int32_t h2o_window = 64;     // H2O: recent tokens every head keeps
   std::vector<SeqSlice> seqs;
   std::vector<int32_t> logit_rows;  // token indices whose logits are wanted, in output order
 

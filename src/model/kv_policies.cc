@@ -96,13 +96,13 @@ void LlamaModel::apply_kv_policies(const ForwardBatch& batch, KVStorage& kv, Thr
           votes[j] = kv.score(il, kvh, slot(j));
         }
         if (s.compress_to > 0 && n > s.compress_to)
-          keep = snapkv_select(votes, std::min(batch.h2o_window, s.compress_to - 1), s.compress_to, 1);
+          keep = snapkv_select(votes, std::min(s.kv_window, s.compress_to - 1), s.compress_to, 1);
       } else if (s.compress_to > 0 && n > s.compress_to) {  // SnapKV
         // The observation window: the slice's last w queries.
-        const int32_t w = std::min({batch.snapkv_window, s.num_tokens, s.compress_to - 1});
+        const int32_t w = std::min({s.kv_window, s.num_tokens, s.compress_to - 1});
         votes.assign(n, 0.0f);
         add_attention(kv, il, kvh, s, q_rows, c.q_dim(), group, s.num_tokens - w, w, scale, key, scores, votes);
-        keep = snapkv_select(votes, w, s.compress_to, batch.snapkv_pool);
+        keep = snapkv_select(votes, w, s.compress_to, s.kv_pool);
       }
       // keep is ascending with keep[k] >= k: moving rows forward in order
       // never overwrites a row still to be read.

@@ -85,7 +85,7 @@ class LlamaModel {
   // slice and KV head: H2O adds the slice's attention probabilities to its
   // rows' scores; with compress_to > 0 the head keeps compress_to rows
   // (SnapKV: voted by the observation window, the slice's last
-  // snapkv_window queries; H2O: by accumulated score, the last h2o_window
+  // kv_window queries; H2O: by accumulated score, the last kv_window
   // kept) and moves them, in order, to the first compress_to slots.
   void apply_kv_policies(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il, float scale) const;
   // gate[i] = act(gate[i], up[i]) with the model's FFN activation.

@@ -18,38 +18,16 @@ std::string_view finish_reason_name(FinishReason r) {
   return "";
 }
 
-const char* kv_policy_name(const SchedulerConfig& c) {
-  if (c.streaming.enabled) return "streaming";
-  if (c.snapkv.enabled) return "snapkv";
-  return c.h2o.enabled ? "h2o" : "full";
-}
-
-Status validate_kv_policy(const SchedulerConfig& c, bool index_sensitive) {
-  if (c.streaming.enabled + c.snapkv.enabled + c.h2o.enabled > 1) return invalid_argument("choose one KV policy");
-  const std::string name = kv_policy_name(c);
-  if (c.streaming.enabled && (c.streaming.window < 1 || c.streaming.sink_blocks < 0))
-    return invalid_argument("--kv-policy streaming needs a window of at least 1 token and sinks >= 0");
-  if (c.snapkv.enabled || c.h2o.enabled) {
-    const int32_t window = c.snapkv.enabled ? c.snapkv.window : c.h2o.window;
-    const int32_t budget = c.snapkv.enabled ? c.snapkv.budget : c.h2o.budget;
-    if (window < 1 || budget <= window || (c.snapkv.enabled && c.snapkv.pool < 1))
-      return invalid_argument("--kv-policy " + name + " needs 1 <= --kv-window < --kv-budget");
-    // Compaction moves a token's K/V to another cache index: windows and
-    // sinks that depend on the index would see the wrong tokens.
-    if (index_sensitive)
-      return invalid_argument("--kv-policy " + name + " does not support sliding-window or attention-sink models yet");
-  }
-  return Status::ok();
-}
-
 Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager& kv) : config_(config), kv_(kv) {}
 
 void Scheduler::add(Sequence* seq) {
+  if (!seq->kv_policy) seq->kv_policy = config_.kv_policy;
   seq->status = SeqStatus::kWaiting;
   waiting_.push_back(seq);
 }
 
 void Scheduler::add_running(Sequence* seq) {
+  if (!seq->kv_policy) seq->kv_policy = config_.kv_policy;
   seq->status = SeqStatus::kRunning;
   running_.push_back(seq);
 }
@@ -154,7 +132,8 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   // A prompt SnapKV will compress rewrites its blocks, and H2O rewrites
   // every sequence's blocks and needs its own scores: they neither share
   // cached blocks nor offer their own.
-  const bool compressing = config_.h2o.enabled || (config_.snapkv.enabled && seq->num_tokens() > config_.snapkv.budget);
+  const KvPolicy& p = *seq->kv_policy;
+  const bool compressing = p.h2o() || (p.snapkv() && seq->num_tokens() > p.budget);
   // Cached prefix tokens cost no budget: only uncached ones are counted.
   const int32_t cached = compressing ? 0 : kv_.num_cached_prefix_tokens(seq->tokens);
   const int32_t num_new = cap_new(seq, std::min(seq->num_tokens() - cached, budget));
@@ -168,40 +147,46 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
 }
 
 int32_t Scheduler::cap_new(const Sequence* seq, int32_t n) const {
-  if (config_.streaming.enabled) return std::min(n, config_.streaming.window);
-  if (config_.h2o.enabled) return std::min(n, config_.h2o.budget);
-  if (config_.snapkv.enabled && !seq->kv_compressed) {
+  const KvPolicy& p = *seq->kv_policy;
+  if (p.streaming()) return std::min(n, p.window);
+  if (p.h2o()) return std::min(n, p.budget);
+  if (p.snapkv() && !seq->kv_compressed) {
     const int32_t left = seq->num_prompt_tokens - seq->num_computed_tokens;  // prompt tokens still to compute
-    if (left > n && left - n < config_.snapkv.window && left > config_.snapkv.window)
-      return left - config_.snapkv.window;  // the last chunk holds the whole observation window
+    if (left > n && left - n < p.window && left > p.window)
+      return left - p.window;  // the last chunk holds the whole observation window
   }
   return n;
 }
 
 bool Scheduler::compresses(const Sequence* seq, int32_t num_new) const {
-  if (config_.h2o.enabled) return seq->num_cache_tokens() + num_new >= config_.h2o.budget + kv_.block_size();
+  const KvPolicy& p = *seq->kv_policy;
+  if (p.h2o()) return seq->num_cache_tokens() + num_new >= p.budget + kv_.block_size();
   // SnapKV: only the slice that completes the prompt (a short prompt's
   // decode never compresses).
-  return config_.snapkv.enabled && !seq->kv_compressed && seq->num_computed_tokens < seq->num_prompt_tokens &&
-         seq->num_computed_tokens + num_new >= seq->num_prompt_tokens &&
-         seq->num_cache_tokens() + num_new > config_.snapkv.budget;
+  return p.snapkv() && !seq->kv_compressed && seq->num_computed_tokens < seq->num_prompt_tokens &&
+         seq->num_computed_tokens + num_new >= seq->num_prompt_tokens && seq->num_cache_tokens() + num_new > p.budget;
 }
 
 ScheduledSeq Scheduler::slice(Sequence* seq, int32_t num_new, int32_t num_logits, int32_t num_draft) const {
+  const KvPolicy& p = *seq->kv_policy;
   ScheduledSeq s{seq, num_new, num_logits, num_draft};
-  s.rope_offset = config_.streaming.enabled ? 0 : seq->num_evicted;
-  if (compresses(seq, num_new - num_draft))
-    s.compress_to = config_.h2o.enabled ? config_.h2o.budget : config_.snapkv.budget;
-  s.accumulate_scores = config_.h2o.enabled;
+  s.rope_offset = p.streaming() ? 0 : seq->num_evicted;
+  if (compresses(seq, num_new - num_draft)) {
+    s.compress_to = p.budget;
+    s.kv_window = p.window;
+    s.kv_pool = p.snapkv() ? p.pool : 1;
+  }
+  s.accumulate_scores = p.h2o();
   return s;
 }
 
 void Scheduler::evict_streaming(Sequence* seq, SchedulerOutput& out) {
-  if (!config_.streaming.enabled) return;
+  const KvPolicy& p = *seq->kv_policy;
+  if (!p.streaming()) return;
   const int32_t bs = kv_.block_size();
-  const int32_t sink_tokens = config_.streaming.sink_blocks * bs;
-  while (seq->num_cache_tokens() - sink_tokens - bs >= config_.streaming.window) {
-    if (!kv_.evict_block(seq->seq_id, config_.streaming.sink_blocks, &out.evict_cow, &out.key_shifts)) return;
+  const int32_t sink_blocks = p.sink_blocks(bs);
+  while (seq->num_cache_tokens() - sink_blocks * bs - bs >= p.window) {
+    if (!kv_.evict_block(seq->seq_id, sink_blocks, &out.evict_cow, &out.key_shifts)) return;
     seq->num_evicted += bs;
     num_evicted_tokens_ += bs;
   }
@@ -229,7 +214,7 @@ SchedulerOutput Scheduler::schedule(double now) {
     // Drafts ride along a decode as extra positions while budget and blocks
     // allow; they are dropped (never anyone preempted) when they do not fit.
     int32_t num_draft = 0;
-    if (seq->num_uncomputed_tokens() == 1 && !config_.streaming.enabled) {
+    if (seq->num_uncomputed_tokens() == 1 && !seq->kv_policy->streaming()) {
       num_draft = std::min<int32_t>(static_cast<int32_t>(seq->draft_tokens.size()), budget - num_new);
       if (!kv_.can_write(seq->seq_id, seq->num_cache_tokens(), seq->num_cache_tokens() + num_new + num_draft))
         num_draft = 0;
@@ -273,9 +258,6 @@ SchedulerOutput Scheduler::schedule(double now) {
     waiting_.erase(waiting_.begin(), waiting_.begin() + taken);
   }
   out.num_batched_tokens = config_.max_num_batched_tokens - budget;
-  out.snapkv_window = config_.snapkv.window;
-  out.snapkv_pool = config_.snapkv.pool;
-  out.h2o_window = config_.h2o.window;
   return out;
 }
 

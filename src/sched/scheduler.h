@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "sched/kv_policy.h"
 #include "sched/sequence.h"
 
 namespace pagoda {
@@ -26,59 +27,15 @@ enum class PreemptMode {
   kSwap,       // copy the blocks to the host tier and back
 };
 
-// StreamingLLM (Xiao et al. 2023): a sequence keeps its first sink_blocks
-// blocks (the attention sinks, whole blocks) and at least the last `window`
-// tokens before each new one; the blocks between are dropped as it grows and
-// the later keys re-rotated to their new cache positions, so memory stays
-// bounded and positions stay inside the trained context however long it
-// runs. A step computes at most `window` new tokens of such a sequence.
-struct StreamingConfig {
-  bool enabled = false;
-  int32_t sink_blocks = 1;
-  int32_t window = 1024;
-};
-
-// SnapKV (Li et al. 2024): when a sequence's prompt is computed, each KV
-// head of each layer keeps `budget` of its positions: the last `window`
-// (the observation window) and those the window's queries attend to most
-// (votes max-pooled over `pool` neighbours). Tokens keep their positions;
-// decode then appends normally. The step that ends a prompt computes at
-// least `window` tokens, so the window's queries are at hand.
-struct SnapKvConfig {
-  bool enabled = false;
-  int32_t budget = 1024;
-  int32_t window = 32;
-  int32_t pool = 7;
-};
-
-// H2O (Zhang et al. 2023, "Heavy-Hitter Oracle"): every KV head of every
-// layer accumulates the attention each cached token receives; when a
-// sequence's cache reaches budget + one block, each head keeps its last
-// `window` tokens and the budget - window others with the most accumulated
-// attention (a block's worth evicted at once). Tokens keep their positions.
-struct H2oConfig {
-  bool enabled = false;
-  int32_t budget = 1024;
-  int32_t window = 64;
-};
-
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step
   int32_t max_num_seqs = 256;             // running sequences at once
   SchedPolicy policy = SchedPolicy::kFcfs;
   double sjf_aging_s = 10.0;  // SJF/LPM: waiting longer than this goes first
   PreemptMode preempt_mode = PreemptMode::kRecompute;
-  StreamingConfig streaming;
-  SnapKvConfig snapkv;
-  H2oConfig h2o;
+  // The KV policy of sequences that do not bring their own (the server's).
+  KvPolicy kv_policy;
 };
-
-// Checks the KV policy settings: at most one policy, windows and budgets
-// that make sense, and no SnapKV/H2O when the model's attention depends on a
-// row's cache index (`index_sensitive`: sliding windows, attention sinks).
-Status validate_kv_policy(const SchedulerConfig& config, bool index_sensitive);
-// "full", "streaming", "snapkv" or "h2o".
-const char* kv_policy_name(const SchedulerConfig& config);
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
@@ -97,6 +54,9 @@ struct ScheduledSeq {
   // head after this slice (0: no).
   int32_t compress_to = 0;
   bool accumulate_scores = false;  // H2O: add this slice's attention to the rows' scores
+  // With compress_to: the recent (H2O) or observation (SnapKV) window, and
+  // SnapKV's pooling width.
+  int32_t kv_window = 0, kv_pool = 1;
 };
 
 struct SchedulerOutput {
@@ -110,8 +70,6 @@ struct SchedulerOutput {
   std::vector<BlockCopy> swap_in;   // host -> device copies to run before the step
   std::vector<BlockCopy> cow;       // device block copies (copy-on-write), after swaps
   int32_t num_batched_tokens = 0;
-  int32_t snapkv_window = 0, snapkv_pool = 0;  // SnapKV's observation window and pooling, for compress_to
-  int32_t h2o_window = 0;                      // H2O's recent window, for compress_to
   bool empty() const { return scheduled.empty(); }
 };
 

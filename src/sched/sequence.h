@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "sched/kv_policy.h"
 
 namespace pagoda {
 
@@ -32,6 +34,8 @@ struct Sequence {
   // i >= sinks + num_evicted sits at cache position i - num_evicted (its
   // RoPE position too); the KV manager's table holds cache positions.
   int32_t num_evicted = 0;
+  // Its KV policy; the scheduler's default when unset at add().
+  std::optional<KvPolicy> kv_policy;
   bool kv_compressed = false;    // SnapKV compressed its prompt (once per computation)
   int32_t max_total_tokens = 0;  // prompt + max output tokens, capped by the context
   int32_t priority = 0;          // lower value runs first (vLLM convention)

@@ -43,8 +43,10 @@ bool refuse_if_shutting_down(ServerState& st, http::Responder& res) {
 // Adds the engine request of one prompt (its n choices) to the job.
 MaybeError add_prompt(Job& job, std::vector<RequestSpec>& specs, const std::vector<int32_t>& tokens,
                       int32_t default_max_tokens, const std::string& echo) {
-  auto s =
-      make_prompt_spec(job.gen, tokens, default_max_tokens, job.st->engine.max_model_len(), job.st->engine.streaming());
+  auto policy = job.st->engine.resolve_kv_policy(job.gen.base.kv_policy);
+  if (!policy.is_ok()) return api_error_from_status(policy.status(), "kv_policy");
+  // Streaming runs past the context: max_tokens is not capped by it.
+  auto s = make_prompt_spec(job.gen, tokens, default_max_tokens, job.st->engine.max_model_len(), policy->streaming());
   if (!s.is_ok()) return api_error_from_status(s.status(), job.chat ? "messages" : "prompt");
   for (int32_t k = 0; k < s->n; ++k) job.echo.push_back(echo);
   specs.push_back(std::move(s).value());

@@ -1,5 +1,6 @@
 #include "server/request_parse.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace pagoda::server {
@@ -65,6 +66,40 @@ MaybeError parse_logit_bias(const FieldReader& r, SamplingParams* sp) {
   return std::nullopt;
 }
 
+// "kv_policy": "h2o", or {"type": "h2o", "budget": 512, "window": 64,
+// "sinks": 4} (numbers it leaves out come from the server).
+MaybeError parse_kv_policy(const FieldReader& r, RequestSpec* spec) {
+  const json* v = r.find("kv_policy");
+  if (!v) return std::nullopt;
+  const std::string kWhat =
+      "'kv_policy' must be \"full\", \"streaming\", \"snapkv\" or \"h2o\", or an object with such a \"type\"";
+  const json* type = v;
+  if (v->is_object()) {
+    auto it = v->find("type");
+    type = it == v->end() ? nullptr : &*it;
+  }
+  if (!type || !type->is_string()) return bad_request(kWhat, "kv_policy");
+  const auto kind = parse_kv_policy_kind(type->get_ref<const std::string&>());
+  if (!kind) return bad_request(kWhat, "kv_policy");
+  KvPolicyRequest p{*kind, std::nullopt, std::nullopt, std::nullopt};
+  if (v->is_object()) {
+    const std::pair<const char*, std::optional<int32_t>*> fields[] = {
+        {"sinks", &p.sinks}, {"window", &p.window}, {"budget", &p.budget}};
+    for (const auto& [key, val] : v->items()) {
+      if (key == "type") continue;
+      auto f = std::find_if(std::begin(fields), std::end(fields), [&](const auto& f) { return key == f.first; });
+      if (f == std::end(fields))
+        return bad_request("'kv_policy' has an unknown field '" + key + "' (type, sinks, window, budget)", "kv_policy");
+      const auto i = json_as_int(val);
+      if (!i || *i < 0 || *i > (1 << 24))
+        return bad_request("'kv_policy." + key + "' must be an integer in 0..16777216", "kv_policy");
+      *f->second = static_cast<int32_t>(*i);
+    }
+  }
+  spec->kv_policy = p;
+  return std::nullopt;
+}
+
 // Fields accepted for compatibility but unused: only their types are checked.
 MaybeError check_ignored_fields(const FieldReader& r) {
   static const std::pair<const char*, json::value_t> kIgnored[] = {
@@ -125,6 +160,7 @@ MaybeError parse_generation(const json& body, bool chat, GenerationParams* g) {
   }
   if (auto e = r.read_bool("ignore_eos", &g->base.ignore_eos)) return e;
   if (auto e = r.read_int32("priority", -1000000, 1000000, &g->base.priority)) return e;
+  if (auto e = parse_kv_policy(r, &g->base)) return e;
   if (auto e = r.read_bool("use_beam_search", &g->base.use_beam_search)) return e;
   if (auto e = r.read_float("length_penalty", -10.0, 10.0, &g->base.length_penalty)) return e;
   int64_t best_of = g->n;

@@ -1,4 +1,4 @@
-// SnapKV KV policy (sched/scheduler.h SnapKvConfig, model/kv_policies.cc).
+// SnapKV KV policy (sched/kv_policy.h, model/kv_policies.cc).
 //  - exactness: in a one-layer model with one KV head, a token's K/V depends
 //    only on its token and position. After the prompt is compressed, each
 //    cached key must be the key of one prompt token (which ones SnapKV kept:
@@ -82,7 +82,7 @@ int32_t check_kept_rows_exact(SchedulerConfig sc, int32_t prompt_len, int32_t fi
   rc.num_threads = 1;
   rc.block_size = 4;
   rc.num_blocks = 32;
-  rc.kv_scores = sc.h2o.enabled;
+  rc.kv_scores = sc.kv_policy.h2o();
   auto runner = ModelRunner::create(std::move(*lm), rc);
   EXPECT_TRUE(runner.is_ok());
   KVCacheManager kv(32, 4);
@@ -148,7 +148,7 @@ int32_t check_kept_rows_exact(SchedulerConfig sc, int32_t prompt_len, int32_t fi
     }
     EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
     EXPECT_EQ(std::adjacent_find(kept.begin(), kept.end()), kept.end());
-    if (sc.h2o.enabled && compressions == 0) {
+    if (sc.kv_policy.h2o() && compressions == 0) {
       // Nothing evicted yet: every query row's softmax (token x head of the
       // group) put mass 1 on the cached rows.
       double sum = 0;
@@ -166,18 +166,13 @@ int32_t check_kept_rows_exact(SchedulerConfig sc, int32_t prompt_len, int32_t fi
 
 TEST(SnapKv, KeptRowsAndLaterLogitsEqualAFreshRunOverTheKeptTokens) {
   SchedulerConfig sc;
-  sc.snapkv.enabled = true;
-  sc.snapkv.budget = 12;
-  sc.snapkv.window = 4;
-  sc.snapkv.pool = 3;
+  sc.kv_policy = {KvPolicyKind::kSnapKv, 0, 4, 12, 3};
   EXPECT_EQ(check_kept_rows_exact(sc, 40, 40, 4), 1);  // once, at the end of the prompt
 }
 
 TEST(H2o, KeptRowsAndLogitsEqualAFreshRunOverTheKeptTokens) {
   SchedulerConfig sc;
-  sc.h2o.enabled = true;
-  sc.h2o.budget = 12;
-  sc.h2o.window = 4;
+  sc.kv_policy = {KvPolicyKind::kH2o, 0, 4, 12};
   // The cache reaches 16 = budget + a block every 4 tokens from the 16th on.
   EXPECT_GE(check_kept_rows_exact(sc, 60, 8, 4), 10);
 }
@@ -187,15 +182,9 @@ EngineConfig snapkv_config(int32_t budget, int32_t window, int64_t kv_bytes, boo
   cfg.num_threads = 1;
   cfg.block_size = 4;
   cfg.kv_cache_bytes = kv_bytes;
-  if (h2o) {
-    cfg.sched.h2o.enabled = true;
-    cfg.sched.h2o.budget = budget;
-    cfg.sched.h2o.window = window;
-  } else {
-    cfg.sched.snapkv.enabled = true;
-    cfg.sched.snapkv.budget = budget;
-    cfg.sched.snapkv.window = window;
-  }
+  cfg.sched.kv_policy.kind = h2o ? KvPolicyKind::kH2o : KvPolicyKind::kSnapKv;
+  cfg.sched.kv_policy.budget = budget;
+  cfg.sched.kv_policy.window = window;
   return cfg;
 }
 
@@ -277,9 +266,9 @@ TEST(SnapKv, ConfigErrorsAreClear) {
   const std::string path = tiny_model_path();
   EXPECT_FALSE(Engine::create(path, snapkv_config(8, 8, 8 << 20)).is_ok());  // window must be below the budget
   EXPECT_FALSE(Engine::create(path, snapkv_config(8, 8, 8 << 20, true)).is_ok());
-  EngineConfig both = snapkv_config(16, 4, 8 << 20);
-  both.sched.streaming.enabled = true;
-  EXPECT_FALSE(Engine::create(path, both).is_ok());
+  EngineConfig no_pool = snapkv_config(16, 4, 8 << 20);
+  no_pool.sched.kv_policy.pool = 0;
+  EXPECT_FALSE(Engine::create(path, no_pool).is_ok());
 }
 
 }  // namespace

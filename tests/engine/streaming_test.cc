@@ -1,4 +1,4 @@
-// StreamingLLM KV policy (sched/scheduler.h StreamingConfig): sinks + a
+// StreamingLLM KV policy (sched/kv_policy.h): sinks + a
 // window, the middle evicted block by block, later keys re-rotated to their
 // cache positions.
 //  - exactness: in a one-layer model a token's K/V depends only on its token
@@ -33,12 +33,13 @@ using testing_util::tiny_model_path;
 // A one-layer tiny model with a short trained context.
 std::string one_layer_model_path() { return testing_util::small_model_path(1, 0, 64, 11); }
 
-StreamingConfig streaming(int32_t sink_blocks, int32_t window) {
-  StreamingConfig s;
-  s.enabled = true;
-  s.sink_blocks = sink_blocks;
-  s.window = window;
-  return s;
+// Sinks of whole 4-token blocks (every test here uses blocks of 4).
+KvPolicy streaming(int32_t sink_blocks, int32_t window) {
+  KvPolicy p;
+  p.kind = KvPolicyKind::kStreaming;
+  p.sinks = sink_blocks * 4;
+  p.window = window;
+  return p;
 }
 
 // Streams `tokens` through a scheduler with the policy, one token per step
@@ -65,7 +66,7 @@ void check_streamed_logits(DType kv_dtype, float tol, int32_t sink_blocks) {
   KVCacheManager kv(40, kBlock);
   SchedulerConfig sc;
   sc.max_num_batched_tokens = 7;
-  sc.streaming = streaming(sink_blocks, kWindow);
+  sc.kv_policy = streaming(sink_blocks, kWindow);
   Scheduler sched(sc, kv);
   std::mt19937 rng(5);
   Sequence seq;
@@ -159,7 +160,7 @@ EngineConfig streaming_engine_config(int32_t window, int64_t kv_bytes) {
   cfg.num_threads = 1;
   cfg.block_size = 4;
   cfg.kv_cache_bytes = kv_bytes;
-  cfg.sched.streaming = streaming(1, window);
+  cfg.sched.kv_policy = streaming(1, window);
   return cfg;
 }
 

@@ -43,6 +43,21 @@ TEST(RequestParse, CompletionDefaultsAndFields) {
   EXPECT_EQ(d.gen.n, 1);
 }
 
+TEST(RequestParse, KvPolicyField) {
+  CompletionRequest a, b, c;
+  ASSERT_FALSE(parse_c(R"({"prompt":"x","kv_policy":"streaming"})", &a));
+  ASSERT_TRUE(a.gen.base.kv_policy.has_value());
+  EXPECT_EQ(a.gen.base.kv_policy->kind, KvPolicyKind::kStreaming);
+  EXPECT_FALSE(a.gen.base.kv_policy->window || a.gen.base.kv_policy->sinks || a.gen.base.kv_policy->budget);
+  ASSERT_FALSE(parse_c(R"({"prompt":"x","kv_policy":{"type":"h2o","budget":256,"window":32,"sinks":0}})", &b));
+  EXPECT_EQ(b.gen.base.kv_policy->kind, KvPolicyKind::kH2o);
+  EXPECT_EQ(*b.gen.base.kv_policy->budget, 256);
+  EXPECT_EQ(*b.gen.base.kv_policy->window, 32);
+  EXPECT_EQ(*b.gen.base.kv_policy->sinks, 0);
+  ASSERT_FALSE(parse_c(R"({"prompt":"x"})", &c));
+  EXPECT_FALSE(c.gen.base.kv_policy.has_value());  // the server's
+}
+
 TEST(RequestParse, PromptForms) {
   CompletionRequest a, b, c;
   ASSERT_FALSE(parse_c(R"({"prompt":[1,2,3]})", &a));
@@ -93,6 +108,12 @@ TEST(RequestParse, BadValues) {
       {R"({"max_tokens":3})", 400, "prompt"},
       {R"({"prompt":"x","best_of":3})", 422, "best_of"},
       {R"({"prompt":"x","echo":true,"logprobs":1})", 422, "echo"},
+      {R"({"prompt":"x","kv_policy":"lru"})", 400, "kv_policy"},
+      {R"({"prompt":"x","kv_policy":7})", 400, "kv_policy"},
+      {R"({"prompt":"x","kv_policy":{"budget":8}})", 400, "kv_policy"},
+      {R"({"prompt":"x","kv_policy":{"type":"h2o","bogus":1}})", 400, "kv_policy"},
+      {R"({"prompt":"x","kv_policy":{"type":"h2o","budget":-3}})", 400, "kv_policy"},
+      {R"({"prompt":"x","kv_policy":{"type":"h2o","window":"8"}})", 400, "kv_policy"},
   };
   for (const Case& c : cases) {
     CompletionRequest r;

@@ -84,6 +84,28 @@ TEST_F(ServerTest, CompletionGreedyIsDeterministicAndStreamsTheSameText) {
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
 }
 
+// A request's own KV policy: streaming runs past the model's context (which
+// the same request without it may not), in a window of the cache.
+TEST_F(ServerTest, KvPolicyFieldStreamsPastTheContext) {
+  auto c = server_->client();
+  const std::string body = R"({"prompt":"Hello","temperature":0,"ignore_eos":true,"max_tokens":)" +
+                           std::to_string(kTestCtx + 200);
+  auto refused = post_json(c, "/v1/completions", body + "}");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  auto r = post_json(c, "/v1/completions", body + R"(,"kv_policy":{"type":"streaming","sinks":4,"window":64}})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body_json(r)["usage"]["completion_tokens"], kTestCtx + 200);
+  auto chat = post_json(c, "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"kv_policy":{"type":"h2o","budget":64}})");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 200) << chat->body;
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_GT(metric(m->body, "pagoda:kv_evicted_tokens_total"), 0) << m->body;
+}
+
 TEST_F(ServerTest, CompletionNEchoLogprobsAndTokenPrompts) {
   auto c = server_->client();
   auto r = post_json(c, "/v1/completions",
@@ -189,6 +211,10 @@ TEST_F(ServerTest, BadInputStatusCodes) {
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"model":"other"})", 404},
       {"/v1/chat/completions",
        R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", 422},
+      {"/v1/completions", R"({"prompt":"x","kv_policy":"lru"})", 400},
+      {"/v1/completions", R"({"prompt":"x","kv_policy":{"type":"h2o","window":8,"budget":8}})", 400},
+      {"/v1/completions", R"({"prompt":"x","kv_policy":{"type":"streaming","window":16777216}})", 400},  // no room
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"kv_policy":{"type":"x"}})", 400},
       {"/v1/nope", "{}", 404},
       {"/v1/completions", std::string(2 << 20, ' '), 413},
   };
