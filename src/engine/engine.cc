@@ -172,10 +172,10 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
   // Streaming has neither limit; H2O keeps positions (the context limits)
   // but not memory (the pool does not).
-  base.max_total_tokens = static_cast<int32_t>(
-      policy.streaming() ? prompt_len + spec.max_tokens
-                         : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_,
-                                              policy.bounded() ? INT32_MAX : capacity_tokens_}));
+  base.max_total_tokens =
+      static_cast<int32_t>(policy.streaming() ? prompt_len + spec.max_tokens
+                                              : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_,
+                                                                   policy.bounded() ? INT32_MAX : capacity_tokens_}));
   base.kv_policy = policy;
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;

@@ -20,7 +20,7 @@ struct RequestSpec {
   int32_t priority = 0;           // lower runs first under the priority policy
   // Its own KV policy instead of the server's (Engine::resolve_kv_policy).
   std::optional<KvPolicyRequest> kv_policy;
-  int32_t n = 1;                  // parallel samples: forked after the prompt, sharing its blocks
+  int32_t n = 1;  // parallel samples: forked after the prompt, sharing its blocks
   // Beam search (deterministic; sampling parameters are ignored): keeps
   // beam_width hypotheses by cumulative log-probability, forking and freeing
   // beams that share their history blocks; returns the n best (n <= width).

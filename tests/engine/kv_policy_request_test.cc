@@ -85,7 +85,8 @@ TEST(KvPolicyRequest, MixedPoliciesEqualTheirServerWideRuns) {
       ASSERT_TRUE(id.is_ok()) << id.status().message();
       case_of[id->value] = next++;
     }
-    for (const auto& o : e->step()) got[o.id.value].insert(got[o.id.value].end(), o.new_tokens.begin(), o.new_tokens.end());
+    for (const auto& o : e->step())
+      got[o.id.value].insert(got[o.id.value].end(), o.new_tokens.begin(), o.new_tokens.end());
     const Status inv = e->kv_manager().check_invariants();
     ASSERT_TRUE(inv.is_ok()) << "step " << step << ": " << inv.message();
   }

@@ -88,8 +88,8 @@ TEST_F(ServerTest, CompletionGreedyIsDeterministicAndStreamsTheSameText) {
 // the same request without it may not), in a window of the cache.
 TEST_F(ServerTest, KvPolicyFieldStreamsPastTheContext) {
   auto c = server_->client();
-  const std::string body = R"({"prompt":"Hello","temperature":0,"ignore_eos":true,"max_tokens":)" +
-                           std::to_string(kTestCtx + 200);
+  const std::string body =
+      R"({"prompt":"Hello","temperature":0,"ignore_eos":true,"max_tokens":)" + std::to_string(kTestCtx + 200);
   auto refused = post_json(c, "/v1/completions", body + "}");
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 400) << refused->body;
@@ -97,8 +97,9 @@ TEST_F(ServerTest, KvPolicyFieldStreamsPastTheContext) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(body_json(r)["usage"]["completion_tokens"], kTestCtx + 200);
-  auto chat = post_json(c, "/v1/chat/completions",
-                        R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"kv_policy":{"type":"h2o","budget":64}})");
+  auto chat = post_json(
+      c, "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"kv_policy":{"type":"h2o","budget":64}})");
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->status, 200) << chat->body;
   auto m = c.Get("/metrics");
