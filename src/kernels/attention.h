@@ -17,7 +17,10 @@ namespace pagoda::kernels {
 // elements of one kv head): kF32; kF16 (IEEE half); kQ8_0 and kQ4_0, GGML's
 // blocks of 32 (an f16 scale per block: 34 and 18 bytes), the row's last
 // block zero-padded when head_dim % 32 != 0. Quantized rows are dequantized
-// in registers by the attention kernel.
+// in registers by the attention kernel. Quantized keys score with integer
+// dots: each query row is quantized to Q8_0 as store_kv_row does (so a score
+// is sum over blocks of q_scale * k_scale * an exact int32 dot, as in
+// llama.cpp's quantized dot products); values are dequantized to float.
 bool is_kv_dtype(DType dtype);
 // Bytes of one row in `dtype` (is_kv_dtype).
 size_t kv_row_bytes(DType dtype, int32_t head_dim);

@@ -21,12 +21,14 @@ static_assert(kAttnKeyTile == 2 * kW, "a key tile is two vectors of scores");
 // elements of one kv head. load(row, d): elements d .. d + 15 (d % 16 == 0);
 // load_part(row, d, n): the first n of them (1 <= n <= 16), zeros after.
 struct RowF32 {
+  static constexpr bool kIntKeys = false;  // scores by float dots
   static VF load(const uint8_t* r, int32_t d) { return V::load_f(reinterpret_cast<const float*>(r) + d); }
   static VF load_part(const uint8_t* r, int32_t d, int32_t n) {
     return V::load_f_part(reinterpret_cast<const float*>(r) + d, n);
   }
 };
 struct RowF16 {
+  static constexpr bool kIntKeys = false;
   static VF load(const uint8_t* r, int32_t d) { return V::load_f16(r + 2 * static_cast<size_t>(d)); }
   static VF load_part(const uint8_t* r, int32_t d, int32_t n) {
     return V::load_f16_part(reinterpret_cast<const uint16_t*>(r) + d, n);
@@ -38,8 +40,18 @@ inline float block_scale(const uint8_t* b) {
   return V::half_to_f(h);
 }
 // Q8_0 blocks (f16 scale, 32 int8). The row's last block is zero-padded, so
-// a part is a whole load.
+// a part is a whole load. Keys of the quantized formats score with integer
+// dots (kIntKeys, qk_tile_int): stage_u8(row, b, dst) writes block b's 32
+// values as u8 = value + 128, scale(row, b) its scale.
 struct RowQ8 {
+  static constexpr bool kIntKeys = true;
+  static void stage_u8(const uint8_t* r, int32_t b, uint8_t* dst) {
+    uint8_t q[32];  // a local copy: no aliasing, so the loop vectorizes
+    std::memcpy(q, r + b * 34 + 2, 32);
+    for (int32_t i = 0; i < 32; ++i) q[i] ^= 0x80;
+    std::memcpy(dst, q, 32);
+  }
+  static float scale(const uint8_t* r, int32_t b) { return block_scale(r + b * 34); }
   static VF load(const uint8_t* r, int32_t d) {
     const uint8_t* b = r + (d / 32) * 34;
     return V::mul(V::load_i8_f(reinterpret_cast<const int8_t*>(b + 2 + d % 32)), V::set1_f(block_scale(b)));
@@ -49,6 +61,19 @@ struct RowQ8 {
 // Q4_0 blocks (f16 scale, 16 bytes: elements 0-15 in the low nibbles,
 // 16-31 in the high ones), value (q - 8) * scale.
 struct RowQ4 {
+  static constexpr bool kIntKeys = true;
+  static void stage_u8(const uint8_t* r, int32_t b, uint8_t* dst) {
+    // Eight bytes at a time: (nibble - 8) + 128 = nibble + 120 never carries.
+    constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL, k120 = 0x7878787878787878ULL;
+    uint64_t w[2], u[4];
+    std::memcpy(w, r + b * 18 + 2, 16);
+    u[0] = (w[0] & kLow) + k120;
+    u[1] = (w[1] & kLow) + k120;
+    u[2] = ((w[0] >> 4) & kLow) + k120;
+    u[3] = ((w[1] >> 4) & kLow) + k120;
+    std::memcpy(dst, u, 32);
+  }
+  static float scale(const uint8_t* r, int32_t b) { return block_scale(r + b * 18); }
   static VF load(const uint8_t* r, int32_t d) {
     const uint8_t* b = r + (d / 32) * 18;
     const float s = block_scale(b);
@@ -96,58 +121,81 @@ void dot_keys(const float* q, const uint8_t* const* keys, int32_t n, int32_t hd,
   for (; j < n; ++j) dot_block<1, R>(q, keys + j, hd, s + j);
 }
 
-// acc[d0 .. d0 + kChunks * kW) (the last chunk holding `last` lanes) kept in
-// registers across all n values, so the FMAs are independent.
-template <int kChunks, class R>
-void weighted_block(float* acc, VF vc, const float* p, const uint8_t* const* vals, int32_t n, int32_t d0,
-                    int32_t last) {
-  constexpr int kFull = kChunks - 1;
+// The tile's P·V for kR rows from r0 over dims [d0, d0 + kC * kW) (the
+// last chunk holding `last` lanes): acc[r] = c[r] * acc[r] + sum_j
+// pt[r][j] * vals[j] for keys j in [j0, j1). The kR x kC accumulators stay
+// in registers and each value chunk is loaded (converted from f16 or
+// dequantized) once for all kR rows.
+template <class R, int kR, int kC>
+void pv_block(float* acc, const float* c, const float* pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
+              int32_t hd, int32_t d0, int32_t last) {
+  constexpr int kFull = kC - 1;
   const bool partial = last < kW;
-  VF a[kChunks];
-  for (int c = 0; c < kFull; ++c) a[c] = V::mul(V::load_f(acc + d0 + c * kW), vc);
-  a[kFull] = V::mul(partial ? V::load_f_part(acc + d0 + kFull * kW, last) : V::load_f(acc + d0 + kFull * kW), vc);
-  for (int32_t j = 0; j < n; ++j) {
-    const VF pj = V::set1_f(p[j]);
-    const uint8_t* v = vals[j];
-    for (int c = 0; c < kFull; ++c) a[c] = V::fmadd(pj, R::load(v, d0 + c * kW), a[c]);
-    const int32_t dl = d0 + kFull * kW;
-    a[kFull] = V::fmadd(pj, partial ? R::load_part(v, dl, last) : R::load(v, dl), a[kFull]);
+  const int32_t dl = d0 + kFull * kW;
+  VF a[kR][kC];
+  for (int r = 0; r < kR; ++r) {
+    const VF vc = V::set1_f(c[r]);
+    const float* ar = acc + static_cast<size_t>(r) * hd;
+    for (int ch = 0; ch < kFull; ++ch) a[r][ch] = V::mul(V::load_f(ar + d0 + ch * kW), vc);
+    a[r][kFull] = V::mul(partial ? V::load_f_part(ar + dl, last) : V::load_f(ar + dl), vc);
   }
-  for (int c = 0; c < kFull; ++c) V::store_f(acc + d0 + c * kW, a[c]);
-  if (partial) {
-    V::store_f_part(acc + d0 + kFull * kW, a[kFull], last);
-  } else {
-    V::store_f(acc + d0 + kFull * kW, a[kFull]);
+  for (int32_t j = j0; j < j1; ++j) {
+    const uint8_t* v = vals[j];
+    VF x[kC];
+    for (int ch = 0; ch < kFull; ++ch) x[ch] = R::load(v, d0 + ch * kW);
+    x[kFull] = partial ? R::load_part(v, dl, last) : R::load(v, dl);
+    for (int r = 0; r < kR; ++r) {
+      const VF pj = V::set1_f(pt[r * kAttnKeyTile + j]);
+      for (int ch = 0; ch < kC; ++ch) a[r][ch] = V::fmadd(pj, x[ch], a[r][ch]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    float* ar = acc + static_cast<size_t>(r) * hd;
+    for (int ch = 0; ch < kFull; ++ch) V::store_f(ar + d0 + ch * kW, a[r][ch]);
+    if (partial) {
+      V::store_f_part(ar + dl, a[r][kFull], last);
+    } else {
+      V::store_f(ar + dl, a[r][kFull]);
+    }
   }
 }
 
-// acc = c * acc + sum_j p[j] * vals[j] over hd dims.
-template <class R>
-void weighted_sum(float* acc, float c, const float* p, const uint8_t* const* vals, int32_t n, int32_t hd) {
-  constexpr int kMax = V::kAccF;  // chunks held in registers at once
-  static_assert(kMax == 4 || kMax == 8, "weighted_sum handles 4 or 8 register chunks");
-  const VF vc = V::set1_f(c);
-  for (int32_t d0 = 0; d0 < hd; d0 += kMax * kW) {
-    const int32_t rem = std::min(hd - d0, kMax * kW);
+// pv_block over every dim of kR rows, up to kMaxC chunks at a time.
+template <class R, int kR>
+void pv_rows(float* acc, const float* c, const float* pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
+             int32_t hd) {
+  constexpr int kMaxC = V::kAccF / 2;
+  static_assert(kMaxC == 2 || kMaxC == 4, "pv_rows handles 2 or 4 register chunks");
+  for (int32_t d0 = 0; d0 < hd; d0 += kMaxC * kW) {
+    const int32_t rem = std::min(hd - d0, kMaxC * kW);
     const int32_t chunks = (rem + kW - 1) / kW;
     const int32_t last = rem - (chunks - 1) * kW;
     switch (chunks) {
-      case 1: weighted_block<1, R>(acc, vc, p, vals, n, d0, last); break;
-      case 2: weighted_block<2, R>(acc, vc, p, vals, n, d0, last); break;
-      case 3: weighted_block<3, R>(acc, vc, p, vals, n, d0, last); break;
-      case 4: weighted_block<4, R>(acc, vc, p, vals, n, d0, last); break;
+      case 1: pv_block<R, kR, 1>(acc, c, pt, vals, j0, j1, hd, d0, last); break;
+      case 2: pv_block<R, kR, 2>(acc, c, pt, vals, j0, j1, hd, d0, last); break;
       default:
-        if constexpr (kMax == 8) {
-          switch (chunks) {
-            case 5: weighted_block<5, R>(acc, vc, p, vals, n, d0, last); break;
-            case 6: weighted_block<6, R>(acc, vc, p, vals, n, d0, last); break;
-            case 7: weighted_block<7, R>(acc, vc, p, vals, n, d0, last); break;
-            default: weighted_block<8, R>(acc, vc, p, vals, n, d0, last); break;
+        if constexpr (kMaxC == 4) {
+          if (chunks == 3) {
+            pv_block<R, kR, 3>(acc, c, pt, vals, j0, j1, hd, d0, last);
+          } else {
+            pv_block<R, kR, 4>(acc, c, pt, vals, j0, j1, hd, d0, last);
           }
         }
         break;
     }
   }
+}
+
+// The tile's P·V for all rows: blocks of kAccF / 2 rows, then single rows.
+template <class R>
+void pv_tile(float* acc, const float* c, const float* pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
+             int32_t rows, int32_t hd) {
+  constexpr int kR = V::kAccF / 2;
+  int32_t r = 0;
+  for (; r + kR <= rows; r += kR)
+    pv_rows<R, kR>(acc + static_cast<size_t>(r) * hd, c + r, pt + r * kAttnKeyTile, vals, j0, j1, hd);
+  for (; r < rows; ++r)
+    pv_rows<R, 1>(acc + static_cast<size_t>(r) * hd, c + r, pt + r * kAttnKeyTile, vals, j0, j1, hd);
 }
 
 // kt[d][0..32) = keys[0..nk)[d], zero past nk (nk in 1..32): 16 x 16
@@ -199,6 +247,112 @@ void qk_tile(const float* const* q, int32_t rows, const float* kt, int32_t hd, f
   for (; r < rows; ++r) qk_rows<1>(q + r, kt, hd, scale, sc + r * kAttnKeyTile);
 }
 
+// Integer scores for quantized keys. A query row is quantized to Q8_0 like a
+// key row (kernels::store_kv_row: the reference rounds the same way), so
+// q . k = sum over blocks b of dq[b] * dk[b] * sum_i q8[i] * k8[i], exact in
+// int32. The tile's keys are staged as u8 = k8 + 128 and transposed into
+// dwords of 4 dims with keys in lanes, kt8[c][j] = key j's dims 4c .. 4c+3,
+// so dot_q8 with a row's dword c broadcast adds 4 products to each key's
+// lane; V::kQ8Offset * sum(q8 of the block) removes the +128 where dot_q8
+// does not (AVX2 restores the sign itself: offset 0).
+struct IntQueries {
+  const int32_t* q;   // [rows][nd] the quantized rows, 4 int8 a dword
+  const float* dq;    // [rows][nb] their block scales
+  const float* corr;  // [rows][nb] kQ8Offset * sum of the block's int8
+};
+
+// qrows[r] (hd floats) -> IntQueries arrays of nb blocks each; tmp holds one
+// Q8_0 row (nb * 34 bytes).
+void quantize_queries(const float* const* qrows, int32_t rows, int32_t hd, int32_t nb, uint8_t* tmp, int32_t* q,
+                      float* dq, float* corr) {
+  for (int32_t r = 0; r < rows; ++r) {
+    store_kv_row(DType::kQ8_0, qrows[r], hd, tmp);
+    auto* qb = reinterpret_cast<int8_t*>(q + static_cast<size_t>(r) * nb * 8);
+    for (int32_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = tmp + b * 34;
+      dq[r * nb + b] = block_scale(blk);
+      std::memcpy(qb + b * 32, blk + 2, 32);
+      int32_t sum = 0;
+      for (int32_t i = 0; i < 32; ++i) sum += qb[b * 32 + i];
+      corr[r * nb + b] = static_cast<float>(V::kQ8Offset * sum);
+    }
+  }
+}
+
+// Stages the tile's nk keys (u8 = value + 128, nb blocks each, keys past nk
+// zero) and their scales ks[b][32] (0 past nk), then transposes them into
+// kt8 [nb * 8][32] dwords with 16 x 16 transposes. stg holds 32 * nb * 32
+// bytes plus 64 of slack.
+template <class R>
+void stage_int_keys(const uint8_t* const* keys, int32_t nk, int32_t nb, uint8_t* stg, float* ks, float* kt8) {
+  const int32_t hp = nb * 32;  // bytes of a staged key
+  for (int32_t j = 0; j < kAttnKeyTile; ++j) {
+    uint8_t* dst = stg + static_cast<size_t>(j) * hp;
+    if (j < nk) {
+      for (int32_t b = 0; b < nb; ++b) {
+        R::stage_u8(keys[j], b, dst + b * 32);
+        ks[b * kAttnKeyTile + j] = R::scale(keys[j], b);
+      }
+    } else {
+      std::memset(dst, 0x80, hp);  // value 0
+      for (int32_t b = 0; b < nb; ++b) ks[b * kAttnKeyTile + j] = 0.0f;
+    }
+  }
+  const int32_t nd = nb * 8;  // dwords of a key (a multiple of 8)
+  for (int32_t jb = 0; jb < kAttnKeyTile; jb += kW)
+    for (int32_t c0 = 0; c0 < nd; c0 += kW) {
+      // Bit patterns moved as floats; a last chunk of 8 dwords reads 8 more
+      // (the next key's, or the slack) that land in dwords never stored.
+      VF r[kW];
+      for (int32_t i = 0; i < kW; ++i)
+        r[i] = V::load_f(reinterpret_cast<const float*>(stg + static_cast<size_t>(jb + i) * hp + 4 * c0));
+      V::transpose16(r);
+      for (int32_t k = 0; k < std::min<int32_t>(kW, nd - c0); ++k)
+        V::store_f(kt8 + static_cast<size_t>(c0 + k) * kAttnKeyTile + jb, r[k]);
+    }
+}
+
+// sc[r][0..32) = scale * q_r . keys for kR rows from r0: per block, kR rows x
+// 2 vectors of int32 accumulators, then scaled into float sums.
+template <int kR>
+void qk_rows_int(const IntQueries& iq, int32_t r0, const float* kt8, const float* ks, int32_t nb, float scale,
+                 float* sc) {
+  const int32_t nd = nb * 8;
+  VF s[kR][2];
+  for (int r = 0; r < kR; ++r) s[r][0] = s[r][1] = V::zero_f();
+  for (int32_t b = 0; b < nb; ++b) {
+    V::I acc[kR][2];
+    for (int r = 0; r < kR; ++r) acc[r][0] = acc[r][1] = V::zero_i();
+    for (int32_t c = 8 * b; c < 8 * b + 8; ++c) {
+      const V::I k0 = V::load_i(kt8 + static_cast<size_t>(c) * kAttnKeyTile);
+      const V::I k1 = V::load_i(kt8 + static_cast<size_t>(c) * kAttnKeyTile + kW);
+      for (int r = 0; r < kR; ++r) {
+        const V::I x = V::set1_i32(iq.q[static_cast<size_t>(r0 + r) * nd + c]);
+        acc[r][0] = V::dot_q8(acc[r][0], k0, x);
+        acc[r][1] = V::dot_q8(acc[r][1], k1, x);
+      }
+    }
+    const VF ks0 = V::load_f(ks + b * kAttnKeyTile), ks1 = V::load_f(ks + b * kAttnKeyTile + kW);
+    for (int r = 0; r < kR; ++r) {
+      const VF corr = V::set1_f(iq.corr[(r0 + r) * nb + b]);
+      const VF d = V::set1_f(iq.dq[(r0 + r) * nb + b] * scale);
+      s[r][0] = V::fmadd(V::add(V::cvt_i_f(acc[r][0]), corr), V::mul(ks0, d), s[r][0]);
+      s[r][1] = V::fmadd(V::add(V::cvt_i_f(acc[r][1]), corr), V::mul(ks1, d), s[r][1]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    V::store_f(sc + (r0 + r) * kAttnKeyTile, s[r][0]);
+    V::store_f(sc + (r0 + r) * kAttnKeyTile + kW, s[r][1]);
+  }
+}
+void qk_tile_int(const IntQueries& iq, int32_t rows, const float* kt8, const float* ks, int32_t nb, float scale,
+                 float* sc) {
+  constexpr int kR = V::kAccF / 2;
+  int32_t r = 0;
+  for (; r + kR <= rows; r += kR) qk_rows_int<kR>(iq, r, kt8, ks, nb, scale, sc);
+  for (; r < rows; ++r) qk_rows_int<1>(iq, r, kt8, ks, nb, scale, sc);
+}
+
 // max of s[0..n), n in 1..32.
 float row_max(const float* s, int32_t n) {
   VF m = V::load_f_part_or(s, std::min(n, kW), -INFINITY);
@@ -227,23 +381,17 @@ struct RowState {
   float* kt;   // [head_dim][kAttnKeyTile] transposed key tile
   float* sc;   // [rows][kAttnKeyTile] scores of the tile
   float* s;    // [kAttnKeyTile] scores of one row
-  float* p;    // [kAttnKeyTile] exp(score - m) of one row
-  float* vt;   // [kAttnKeyTile][head_dim] the value tile as floats (not f32 K/V)
+  // Integer scores (quantized keys), nb = ceil(head_dim / 32) blocks:
+  int32_t* iq;   // [rows][nb * 8] quantized query rows
+  float* iq_d;   // [rows][nb] their scales
+  float* iq_c;   // [rows][nb] their offsets
+  uint8_t* tmp;  // one Q8_0 row
+  uint8_t* stg;  // [kAttnKeyTile][nb * 32] staged keys, + 64 bytes
+  float* ks;     // [nb][kAttnKeyTile] key scales
+  float* kt8;    // [nb * 8][kAttnKeyTile] transposed key dwords
+  float* pt;     // [rows][kAttnKeyTile] the tile's exp(score - m)
+  float* c;      // [rows] the tile's rescale of each row's accumulator
 };
-
-// vt[j][0..hd) = row vals[j] as floats, then vals[j] = that f32 row, for
-// j < n: f16 and quantized values are converted once per tile, not once per
-// query row.
-template <class R>
-void convert_values(const uint8_t** vals, int32_t n, int32_t hd, float* vt) {
-  for (int32_t j = 0; j < n; ++j) {
-    float* dst = vt + static_cast<size_t>(j) * hd;
-    int32_t d = 0;
-    for (; d + kW <= hd; d += kW) V::store_f(dst + d, R::load(vals[j], d));
-    if (d < hd) V::store_f_part(dst + d, R::load_part(vals[j], d, hd - d), hd - d);
-    vals[j] = reinterpret_cast<const uint8_t*>(dst);
-  }
-}
 
 // The first key query i may see: 0, or the start of its sliding window.
 inline int32_t window_start(const AttentionArgs& a, int32_t i) {
@@ -281,12 +429,15 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   const size_t row_bytes = kv.row_bytes();
   const size_t block_bytes = kv.block_bytes();
   const size_t head_offset = static_cast<size_t>(kvh) * bs * row_bytes;
-  const bool transposed = rows >= kMinRowsTransposed;
-  constexpr bool kF32 = std::is_same_v<R, RowF32>;
+  // Quantized keys always score from their transposed integer tile.
+  const bool transposed = R::kIntKeys || rows >= kMinRowsTransposed;
+  const int32_t nb = (hd + 31) / 32;
   const float* qrows[kAttnRowTarget];
   if (transposed)
     for (int32_t r = 0; r < rows; ++r)
       qrows[r] = a.q + (q_begin + r / group) * a.q_stride + static_cast<int64_t>(kvh * group + r % group) * hd;
+  if constexpr (R::kIntKeys) quantize_queries(qrows, rows, hd, nb, st.tmp, st.iq, st.iq_d, st.iq_c);
+  const IntQueries iq{st.iq, st.iq_d, st.iq_c};
   // Tiles wholly before every query's window are never read.
   for (int32_t t0 = min_lo / kAttnKeyTile * kAttnKeyTile; t0 <= max_pos; t0 += kAttnKeyTile) {
     const int32_t t1 = std::min(t0 + kAttnKeyTile, max_pos + 1);
@@ -296,19 +447,28 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
       keys[j - t0] = kbase + off;
       vals[j - t0] = vbase + off;
     }
-    if (transposed) {
+    if constexpr (R::kIntKeys) {
+      stage_int_keys<R>(keys, t1 - t0, nb, st.stg, st.ks, st.kt8);
+      qk_tile_int(iq, rows, st.kt8, st.ks, nb, a.scale, st.sc);
+    } else if (transposed) {
       transpose_keys<R>(keys, t1 - t0, hd, st.kt);
       qk_tile(qrows, rows, st.kt, hd, a.scale, st.sc);
     }
-    if constexpr (!kF32) convert_values<R>(vals, t1 - t0, hd, st.vt);
+    // The tile's softmax, row by row: pt[r] = exp(score - m) on the row's
+    // keys (0 elsewhere), c[r] the rescale of what came before.
+    int32_t j0 = kAttnKeyTile, j1 = 0;  // keys any row uses
     for (int32_t i = q_begin; i < q_end; ++i) {
       // Causal mask, and the sliding window's start: keys [lo, hi) of this tile.
       const int32_t lo = std::max(t0, window_start(a, i));
       const int32_t n = std::min(t1, a.q_pos[i] + 1) - lo;
-      if (n <= 0) continue;
       const int32_t s0 = lo - t0;
       for (int32_t g = 0; g < group; ++g) {
         const int32_t r = (i - q_begin) * group + g;
+        float* pr = st.pt + static_cast<size_t>(r) * kAttnKeyTile;
+        V::store_f(pr, V::zero_f());
+        V::store_f(pr + kW, V::zero_f());
+        st.c[r] = 1.0f;
+        if (n <= 0) continue;
         const float* sr = st.sc + static_cast<size_t>(r) * kAttnKeyTile + s0;  // scores, scaled
         if (!transposed) {
           const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
@@ -317,12 +477,16 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
           sr = st.s;
         }
         const float m_new = std::max(st.m[r], row_max(sr, n));
-        const float c = exp1(st.m[r] - m_new);  // 0 on the first tile
-        st.l[r] = st.l[r] * c + exp_sum(sr, n, m_new, st.p);
+        // 0 on the first tile; exactly 1, without an exp, while the max holds.
+        const float c = m_new > st.m[r] ? exp1(st.m[r] - m_new) : 1.0f;
+        st.l[r] = st.l[r] * c + exp_sum(sr, n, m_new, pr + s0);
         st.m[r] = m_new;
-        weighted_sum<RowF32>(st.acc + static_cast<size_t>(r) * hd, c, st.p, vals + s0, n, hd);
+        st.c[r] = c;
+        j0 = std::min(j0, s0);
+        j1 = std::max(j1, s0 + n);
       }
     }
+    if (j0 < j1) pv_tile<R>(st.acc, st.c, st.pt, vals, j0, j1, rows, hd);
   }
   for (int32_t i = q_begin; i < q_end; ++i) {
     for (int32_t g = 0; g < group; ++g) {
@@ -348,8 +512,25 @@ void attend(const AttentionArgs& a) {
   st.kt = st.l + rows_cap;
   st.sc = st.kt + static_cast<size_t>(kv.head_dim) * kAttnKeyTile;
   st.s = st.sc + static_cast<size_t>(rows_cap) * kAttnKeyTile;
-  st.p = st.s + kAttnKeyTile;
-  st.vt = st.p + kAttnKeyTile;
+  const int32_t nb = (kv.head_dim + 31) / 32;
+  float* f = st.s + kAttnKeyTile;
+  st.pt = f;
+  f += static_cast<size_t>(rows_cap) * kAttnKeyTile;
+  st.c = f;
+  f += rows_cap;
+  st.iq = reinterpret_cast<int32_t*>(f);
+  f += static_cast<size_t>(rows_cap) * nb * 8;
+  st.iq_d = f;
+  f += static_cast<size_t>(rows_cap) * nb;
+  st.iq_c = f;
+  f += static_cast<size_t>(rows_cap) * nb;
+  st.ks = f;
+  f += static_cast<size_t>(nb) * kAttnKeyTile;
+  st.kt8 = f;
+  f += static_cast<size_t>(nb) * 8 * kAttnKeyTile;
+  st.tmp = reinterpret_cast<uint8_t*>(f);
+  f += static_cast<size_t>(nb) * 34 / 4 + 1;
+  st.stg = reinterpret_cast<uint8_t*>(f);  // kAttnKeyTile * nb * 32 bytes + 64
   for (int32_t kvh = a.kv_head_begin; kvh < a.kv_head_end; ++kvh)
     for (int32_t q0 = 0; q0 < a.n_q; q0 += q_tile)
       attend_query_tile<kMinRowsTransposed, R>(a, kvh, q0, std::min(a.n_q, q0 + q_tile), st);

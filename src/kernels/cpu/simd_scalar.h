@@ -23,8 +23,9 @@
 //     as q + 128), dot_s16 (pairs of int16), u8x32_to_i16, i8x16_to_i32,
 //     u8x16_to_i32.
 // This scalar V has the float and int parts (plain loops the compiler may
-// vectorize for the baseline target) and no packed dots: the scalar ISA
-// multiplies from the row layout (cpu/matmul_scalar.cc), the reference.
+// vectorize for the baseline target) and of the packed dots only load_i,
+// set1_i32, zero_i and dot_q8 (for attention): the scalar ISA multiplies
+// from the row layout (cpu/matmul_scalar.cc), the reference.
 #pragma once
 
 #include <algorithm>
@@ -140,6 +141,31 @@ struct V {
   static void transpose16(F* r) {
     for (int i = 0; i < 16; ++i)
       for (int j = i + 1; j < 16; ++j) std::swap(r[i].v[j], r[j].v[i]);
+  }
+
+  // The one integer dot of the portable V (quantized-key attention scores,
+  // cpu/attention_inl.h): dot_q8 as on x86, w = q + 128 read as u8 with the
+  // offset left to the caller (kQ8Offset * sum(x)), like AVX-512.
+  static constexpr int kQ8Offset = -128;
+  static I load_i(const void* p) {
+    I r;
+    std::memcpy(r.v, p, sizeof r.v);
+    return r;
+  }
+  static I set1_i32(int32_t x) {
+    I r;
+    std::fill_n(r.v, 16, x);
+    return r;
+  }
+  static I zero_i() { return set1_i32(0); }
+  static I dot_q8(I acc, I w, I x) {
+    uint8_t wb[64];
+    int8_t xb[64];
+    std::memcpy(wb, w.v, 64);
+    std::memcpy(xb, x.v, 64);
+    for (int i = 0; i < 16; ++i)
+      for (int k = 0; k < 4; ++k) acc.v[i] += int32_t{wb[4 * i + k]} * xb[4 * i + k];
+    return acc;
   }
 
   static int32_t hsum_i32(I a) {

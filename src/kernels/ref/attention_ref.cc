@@ -25,6 +25,11 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
     kernels::load_kv_row(kv.dtype, static_cast<const uint8_t*>(base) + off, hd, row.data());
     return row.data();
   };
+  // Quantized keys meet a query quantized like a key row (Q8_0 blocks of
+  // 32): the kernels score them with integer dots.
+  const bool quant_keys = kv.dtype == DType::kQ8_0 || kv.dtype == DType::kQ4_0;
+  std::vector<uint8_t> qrow(kernels::kv_row_bytes(DType::kQ8_0, hd));
+  std::vector<float> qdeq(hd);
   std::vector<double> scores;
   std::vector<double> acc(hd);
   for (int32_t i = 0; i < n_q; ++i) {
@@ -35,6 +40,11 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
       scores.assign(n_keys, -INFINITY);  // keys before the window stay out
       const int32_t kvh = h / group;
       const float* qh = q + i * q_stride + static_cast<int64_t>(h) * hd;
+      if (quant_keys) {
+        kernels::store_kv_row(DType::kQ8_0, qh, hd, qrow.data());
+        kernels::load_kv_row(DType::kQ8_0, qrow.data(), hd, qdeq.data());
+        qh = qdeq.data();
+      }
       double max_score = -INFINITY;
       for (int32_t j = first; j < n_keys; ++j) {
         const float* k = load(kv.k, kvh, j);
