@@ -171,11 +171,14 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.tokens = spec.prompt;
   base.num_prompt_tokens = static_cast<int32_t>(prompt_len);
   // Streaming has neither limit; H2O keeps positions (the context limits)
-  // but not memory (the pool does not).
-  base.max_total_tokens =
-      static_cast<int32_t>(policy.streaming() ? prompt_len + spec.max_tokens
-                                              : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_,
-                                                                   policy.bounded() ? INT32_MAX : capacity_tokens_}));
+  // but not memory (the pool does not). A SnapKV prompt over the budget is
+  // held whole only until it is compressed: afterwards the pool limits the
+  // compressed cache (budget + output), so it admits by that size.
+  int64_t pool_limit = policy.bounded() ? INT32_MAX : capacity_tokens_;
+  if (policy.snapkv() && prompt_len > policy.budget) pool_limit += prompt_len - policy.budget;
+  base.max_total_tokens = static_cast<int32_t>(
+      policy.streaming() ? prompt_len + spec.max_tokens
+                         : std::min<int64_t>({prompt_len + spec.max_tokens, max_model_len_, pool_limit}));
   base.kv_policy = policy;
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;

@@ -262,6 +262,26 @@ TEST(SnapKv, CompressionPreemptionAndForksLeakNothing) {
   }
 }
 
+// Admission by the compressed size: a prompt that fills most of the pool
+// generates past what the pool would hold uncompressed (budget + output),
+// and nothing leaks. Fails if the sequence is capped at the uncompressed
+// prompt plus output.
+TEST(SnapKv, ThePoolLimitsTheCompressedCacheNotThePrompt) {
+  const std::string path = tiny_model_path();
+  auto probe = make_engine(path, 8 << 20);
+  const auto& mc = probe->model_config();
+  const int64_t block_bytes = KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim);
+  auto e = Engine::create(path, snapkv_config(16, 4, block_bytes * 16));  // 64 tokens
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 48; ++i) prompt.push_back(1 + (i * 7) % (mc.vocab_size - 1));
+  RequestSpec s = greedy(prompt, 40);  // 88 tokens in all; cached 16 + 40 = 56 <= 64
+  s.ignore_eos = true;
+  EXPECT_EQ(run_one(**e, s).size(), 40u);
+  EXPECT_EQ((*e)->scheduler().num_evicted_tokens(), 32);
+  EXPECT_EQ((*e)->kv_manager().num_available_blocks(), (*e)->kv_manager().num_blocks());
+}
+
 TEST(SnapKv, ConfigErrorsAreClear) {
   const std::string path = tiny_model_path();
   EXPECT_FALSE(Engine::create(path, snapkv_config(8, 8, 8 << 20)).is_ok());  // window must be below the budget
