@@ -46,10 +46,14 @@ inline float block_scale(const uint8_t* b) {
 struct RowQ8 {
   static constexpr bool kIntKeys = true;
   static void stage_u8(const uint8_t* r, int32_t b, uint8_t* dst) {
-    uint8_t q[32];  // a local copy: no aliasing, so the loop vectorizes
-    std::memcpy(q, r + b * 34 + 2, 32);
-    for (int32_t i = 0; i < 32; ++i) q[i] ^= 0x80;
-    std::memcpy(dst, q, 32);
+    // Eight bytes at a time (a byte loop became stack round trips).
+    const uint8_t* q = r + b * 34 + 2;
+    for (int32_t i = 0; i < 32; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, q + i, 8);
+      w ^= 0x8080808080808080ULL;
+      std::memcpy(dst + i, &w, 8);
+    }
   }
   static float scale(const uint8_t* r, int32_t b) { return block_scale(r + b * 34); }
   static VF load(const uint8_t* r, int32_t d) {
@@ -65,13 +69,13 @@ struct RowQ4 {
   static void stage_u8(const uint8_t* r, int32_t b, uint8_t* dst) {
     // Eight bytes at a time: (nibble - 8) + 128 = nibble + 120 never carries.
     constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL, k120 = 0x7878787878787878ULL;
-    uint64_t w[2], u[4];
-    std::memcpy(w, r + b * 18 + 2, 16);
-    u[0] = (w[0] & kLow) + k120;
-    u[1] = (w[1] & kLow) + k120;
-    u[2] = ((w[0] >> 4) & kLow) + k120;
-    u[3] = ((w[1] >> 4) & kLow) + k120;
-    std::memcpy(dst, u, 32);
+    for (int32_t i = 0; i < 16; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, r + b * 18 + 2 + i, 8);
+      const uint64_t lo = (w & kLow) + k120, hi = ((w >> 4) & kLow) + k120;
+      std::memcpy(dst + i, &lo, 8);
+      std::memcpy(dst + 16 + i, &hi, 8);
+    }
   }
   static float scale(const uint8_t* r, int32_t b) { return block_scale(r + b * 18); }
   static VF load(const uint8_t* r, int32_t d) {
@@ -324,12 +328,12 @@ void qk_rows_int(const IntQueries& iq, int32_t r0, const float* kt8, const float
     V::I acc[kR][2];
     for (int r = 0; r < kR; ++r) acc[r][0] = acc[r][1] = V::zero_i();
     for (int32_t c = 8 * b; c < 8 * b + 8; ++c) {
-      const V::I k0 = V::load_i(kt8 + static_cast<size_t>(c) * kAttnKeyTile);
-      const V::I k1 = V::load_i(kt8 + static_cast<size_t>(c) * kAttnKeyTile + kW);
+      const auto k0 = V::prep_q8(V::load_i(kt8 + static_cast<size_t>(c) * kAttnKeyTile));
+      const auto k1 = V::prep_q8(V::load_i(kt8 + static_cast<size_t>(c) * kAttnKeyTile + kW));
       for (int r = 0; r < kR; ++r) {
         const V::I x = V::set1_i32(iq.q[static_cast<size_t>(r0 + r) * nd + c]);
-        acc[r][0] = V::dot_q8(acc[r][0], k0, x);
-        acc[r][1] = V::dot_q8(acc[r][1], k1, x);
+        acc[r][0] = V::dot_q8_prep(acc[r][0], k0, x);
+        acc[r][1] = V::dot_q8_prep(acc[r][1], k1, x);
       }
     }
     const VF ks0 = V::load_f(ks + b * kAttnKeyTile), ks1 = V::load_f(ks + b * kAttnKeyTile + kW);

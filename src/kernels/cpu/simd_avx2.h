@@ -62,6 +62,19 @@ struct V {
     return dot1(acc, _mm256_abs_epi8(q), _mm256_sign_epi8(x, q));
   }
   static I dot_q8(I acc, I w, I x) { return {dot_q8_1(acc.lo, w.lo, x.lo), dot_q8_1(acc.hi, w.hi, x.hi)}; }
+  // dot_q8 with one w against many x: its sign and magnitude found once.
+  struct Q8Prep {
+    __m256i abs_lo, abs_hi, q_lo, q_hi;
+  };
+  static Q8Prep prep_q8(I w) {
+    const __m256i m = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i lo = _mm256_xor_si256(w.lo, m), hi = _mm256_xor_si256(w.hi, m);
+    return {_mm256_abs_epi8(lo), _mm256_abs_epi8(hi), lo, hi};
+  }
+  static I dot_q8_prep(I acc, const Q8Prep& w, I x) {
+    return {dot1(acc.lo, w.abs_lo, _mm256_sign_epi8(x.lo, w.q_lo)),
+            dot1(acc.hi, w.abs_hi, _mm256_sign_epi8(x.hi, w.q_hi))};
+  }
   static I dot_s16(I acc, I w, I x) {
     return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(w.lo, x.lo)),
             _mm256_add_epi32(acc.hi, _mm256_madd_epi16(w.hi, x.hi))};

@@ -45,6 +45,10 @@ struct V {
   static I add_i32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mullo_i32(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static I dot_u8s8(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
+  // dot_q8 with one w against many x (AVX2 finds w's sign once).
+  using Q8Prep = I;
+  static Q8Prep prep_q8(I w) { return w; }
+  static I dot_q8_prep(I acc, Q8Prep w, I x) { return dot_q8(acc, w, x); }
   static I dot_q8(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
   static I dot_s16(I acc, I w, I x) { return _mm512_dpwssd_epi32(acc, w, x); }
   static I u8x32_to_i16(const uint8_t* p) {

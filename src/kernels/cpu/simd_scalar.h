@@ -158,6 +158,10 @@ struct V {
     return r;
   }
   static I zero_i() { return set1_i32(0); }
+  // dot_q8 with one w against many x (AVX2 finds w's sign once).
+  using Q8Prep = I;
+  static Q8Prep prep_q8(I w) { return w; }
+  static I dot_q8_prep(I acc, Q8Prep w, I x) { return dot_q8(acc, w, x); }
   static I dot_q8(I acc, I w, I x) {
     uint8_t wb[64];
     int8_t xb[64];
