@@ -85,7 +85,8 @@ MaybeError parse_kv_policy(const FieldReader& r, RequestSpec* spec) {
   if (v->is_object()) {
     const std::pair<const char*, std::optional<int32_t>*> fields[] = {
         {"sinks", &p.sinks}, {"window", &p.window}, {"budget", &p.budget}};
-    for (const auto& [key, val] : v->items()) {
+    for (const auto& [name, val] : v->items()) {
+      const std::string& key = name;  // clang 14 cannot capture a structured binding
       if (key == "type") continue;
       auto f = std::find_if(std::begin(fields), std::end(fields), [&](const auto& f) { return key == f.first; });
       if (f == std::end(fields))
