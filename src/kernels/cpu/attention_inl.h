@@ -9,9 +9,12 @@
 // sum l, accumulator acc), so each K/V tile is read once per group. Scores
 // come either from one dot product per key (horizontal sums), or, for tiles
 // with at least kMinRowsTransposed rows, from a transposed copy of the key
-// tile (keys in lanes: no horizontal sums, two vectors per row; f16 and
-// quantized keys converted once per tile rather than once per row), the
-// threshold chosen per ISA and K/V element type by benchmark.
+// tile (keys in lanes: no horizontal sums, two vectors per row; f16 keys
+// converted once per tile rather than once per row), the threshold chosen
+// per ISA and K/V element type by benchmark. Quantized keys always score
+// with integer dots from a transposed tile (qk_tile_int). P·V runs after
+// each tile's softmax over blocks of rows (pv_tile), values loaded once per
+// block.
 
 using VF = V::F;
 constexpr int kW = V::kLanes;
@@ -125,7 +128,7 @@ void dot_keys(const float* q, const uint8_t* const* keys, int32_t n, int32_t hd,
   for (; j < n; ++j) dot_block<1, R>(q, keys + j, hd, s + j);
 }
 
-// The tile's P·V for kR rows from r0 over dims [d0, d0 + kC * kW) (the
+// The tile's P·V for the kR rows at acc over dims [d0, d0 + kC * kW) (the
 // last chunk holding `last` lanes): acc[r] = c[r] * acc[r] + sum_j
 // pt[r][j] * vals[j] for keys j in [j0, j1). The kR x kC accumulators stay
 // in registers and each value chunk is loaded (converted from f16 or
@@ -542,8 +545,8 @@ void attend(const AttentionArgs& a) {
 
 // The kernel table's AttentionFn (arguments checked by
 // kernels::paged_attention): tiles of at least kMinRowsF32 (f32 K/V) or
-// kMinRowsF16 (f16 and quantized K/V, converted once per tile when
-// transposed) query rows score from the transposed key tile.
+// kMinRowsF16 (f16 K/V, converted once per tile when transposed) query rows
+// score from the transposed key tile; quantized keys always do (integer dots).
 template <int kMinRowsF32, int kMinRowsF16>
 void paged_attention_kernel(const AttentionArgs& a) {
   switch (a.kv.dtype) {
