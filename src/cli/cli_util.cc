@@ -71,9 +71,12 @@ DType kv_dtype(const std::string& name) {
 void add_spec_options(CLI::App& app, SpecOptions* opts) {
   app.add_option("--spec", opts->method,
                  "speculative decoding (requests with n = 1, no beam search): none; ngram (prompt lookup: drafts "
-                 "copied from the sequence itself); retrieval (drafts from a corpus datastore, --spec-datastore)")
-      ->check(CLI::IsMember({"none", "ngram", "retrieval"}))
+                 "copied from the sequence itself); retrieval (drafts from a corpus datastore, --spec-datastore); "
+                 "draft (a smaller model with the same vocabulary drafts, --draft-model)")
+      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft"}))
       ->capture_default_str();
+  app.add_option("--draft-model", opts->draft_model,
+                 "GGUF draft model for --spec draft (the target's vocabulary; its K/V shares the target's blocks)");
   app.add_option("--spec-datastore", opts->datastore,
                  "datastore file for --spec retrieval (pagoda spec build-datastore)");
   app.add_option("--num-spec-tokens", opts->num_spec_tokens,
@@ -120,6 +123,7 @@ void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   PAGODA_CHECK(parse_spec_method(opts.method, &cfg->spec_method));  // CLI11 checked the name
   cfg->num_spec_tokens = opts.num_spec_tokens == "auto" ? 0 : std::stoi(opts.num_spec_tokens);  // CLI11 checked it
   cfg->spec_datastore = opts.datastore;
+  cfg->draft_model = opts.draft_model;
 }
 
 std::string step_cost_summary(const StepCostModel& m) {

@@ -46,6 +46,7 @@ struct SpecOptions {
   std::string method = "none";
   std::string num_spec_tokens = "auto";  // or 1..64
   std::string datastore;
+  std::string draft_model;
 };
 void add_spec_options(CLI::App& app, SpecOptions* opts);
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);

@@ -32,6 +32,11 @@ struct Choice {
   std::unique_ptr<StopStringMatcher> stops;
   bool finished = false;
   AcceptanceCounts spec_acceptance;  // for adaptive draft lengths
+  // Draft model: draws the drafts (the request's parameters, its own seed)
+  // and the distributions q they were drawn from, [drafts][vocab] (empty
+  // when greedy: q is then one-hot).
+  std::unique_ptr<Sampler> draft_sampler;
+  std::vector<float> draft_q;
 };
 
 struct Request {
@@ -59,7 +64,8 @@ class DecodingHost {
   virtual const Proposer* proposer() const = 0;
   virtual int32_t num_spec_tokens() const = 0;
   // The first num_accepted drafts of c were accepted (and appended to its
-  // tokens); the rest are rolled back. Counts the verification.
+  // tokens); the rest are rolled back (nothing to roll back once c has
+  // finished). Counts the verification.
   virtual void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) = 0;
   // Time spent in the proposer, for the statistics.
   virtual void record_draft_seconds(double seconds) = 0;

@@ -38,6 +38,8 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
   PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched.kv_policy, mc.sliding_window > 0 || mc.has_attn_sinks));
+  if (config.spec_method == SpecMethod::kDraft && config.draft_model.empty())
+    return invalid_argument("speculation with a draft model needs a draft model file (--draft-model FILE)");
   if (!config.sched.kv_policy.full() && config.spec_method != SpecMethod::kNone)
     return invalid_argument("speculative decoding does not run with --kv-policy " +
                             std::string(kv_policy_name(config.sched.kv_policy.kind)) + " yet");
@@ -64,7 +66,17 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   e->max_model_len_ = config.max_model_len > 0 ? config.max_model_len : mc.train_context_len;
 
   RunnerConfig rc = runner_config(config);
-  const int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
+  int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
+  if (config.spec_method == SpecMethod::kDraft) {
+    // The draft's rows live in the target's blocks: a block costs both.
+    PAGODA_ASSIGN_OR_RETURN(e->draft_, DraftModel::open(config.draft_model));
+    PAGODA_RETURN_IF_ERROR(e->draft_->check_vocabulary(mc, *e->tokenizer_));
+    block_bytes += e->draft_->bytes_per_block(rc.block_size, rc.kv_cache_dtype);
+    if (config.kv_cache_bytes < block_bytes)
+      return invalid_argument("KV cache memory (" + std::to_string(config.kv_cache_bytes) +
+                              " bytes) is smaller than one block of the target and the draft model (" +
+                              std::to_string(block_bytes) + " bytes)");
+  }
   rc.num_blocks = config.kv_cache_bytes / block_bytes;
   rc.num_host_blocks = std::max<int64_t>(0, config.swap_space_bytes) / block_bytes;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, rc));
@@ -83,9 +95,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Datastore> store, Datastore::load(config.spec_datastore, mc.vocab_size));
     e->proposer_ = std::make_unique<RetrievalProposer>(std::move(store), config.ngram_min, config.ngram_max);
   }
+  if (e->draft_) e->proposer_ = std::make_unique<DraftModelProposer>();
   e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
   e->num_spec_tokens_ = config.num_spec_tokens == 0 ? kMaxAutoSpecTokens : config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
+  if (e->draft_) {
+    PAGODA_RETURN_IF_ERROR(e->draft_->start(static_cast<int32_t>(rc.num_blocks),
+                                            static_cast<int32_t>(rc.num_host_blocks), rc.block_size, rc.kv_cache_dtype,
+                                            e->runner_->pool()));
+  }
   if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
   return e;
 }
@@ -209,7 +227,10 @@ Choice& Engine::fork_choice(Request& req, const Choice& parent) {
 }
 
 void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) {
-  scheduler_->accept_drafts(&c.seq, num_accepted);
+  if (!c.finished) {  // a finished choice's blocks are gone already
+    scheduler_->accept_drafts(&c.seq, num_accepted);
+    if (draft_) DraftModel::after_verify(c.seq, num_drafts, num_accepted);
+  }
   if (num_drafts == 0) return;
   stats_.record_verification(num_drafts, num_accepted);
   c.spec_acceptance.record(num_drafts, num_accepted);
@@ -225,6 +246,10 @@ void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
   // A KV cache too small for even one profile leaves the model empty: the
   // proposer's drafts are then verified untrimmed.
   if (!times.empty()) step_cost_ = StepCostModel(std::move(times));
+  if (draft_) {
+    auto draft_times = draft_->profile_step_times(sizes, kContext);
+    if (!draft_times.empty()) draft_cost_ = StepCostModel(std::move(draft_times));
+  }
 }
 
 void Engine::plan_drafts(const SchedulerOutput& out) {
@@ -250,7 +275,8 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
                           static_cast<int32_t>(c.seq.draft_tokens.size())});
   }
   if (choices.empty()) return;
-  const std::vector<int32_t> k = plan_draft_lengths(step_cost_, num_base, candidates);
+  const std::vector<int32_t> k =
+      plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr);
   for (size_t i = 0; i < choices.size(); ++i) {
     choices[i]->seq.draft_tokens.resize(static_cast<size_t>(k[i]));
     if (k[i] == 0) choices[i]->spec_acceptance.fade();
@@ -269,6 +295,7 @@ std::vector<RequestOutput> Engine::step() {
   const SchedulerOutput out = scheduler_->schedule(t_start);  // 1. schedule
   if (out.empty()) return {};
   mark_scheduled(out, t_start);
+  const double draft_seconds = draft_ ? run_draft_model(out) : 0.0;     //    (a draft model drafts)
   const std::span<float> logits = runner_->execute(out, *kv_manager_);  // 2. execute
   scheduler_->on_step_done(out);
   const double kv_waste = kv_manager_->kv_waste();
@@ -278,9 +305,43 @@ std::vector<RequestOutput> Engine::step() {
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
   const double seconds = now() - t_start;
   stats_.record_step(out, num_generated, seconds, kv_waste);
-  if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds);
+  if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
   update(outputs);  // 4. update: drop finished requests
   return outputs;
+}
+
+double Engine::run_draft_model(const SchedulerOutput& out) {
+  const double t0 = now();
+  draft_->copy_blocks(out);
+  draft_jobs_.clear();
+  for (const ScheduledSeq& s : out.scheduled) {
+    Sequence& seq = *s.seq;
+    // Sequences under a bounded KV policy never speculate (their rows move
+    // or go); the draft does not follow them.
+    if (!seq.kv_policy->full()) {
+      PAGODA_CHECK(s.num_draft_tokens == 0);
+      continue;
+    }
+    DraftModel::Job job;
+    job.seq = &seq;
+    job.num_known = s.num_new_tokens - s.num_draft_tokens;
+    job.num_drafts = s.num_draft_tokens;
+    if (job.num_drafts > 0) {
+      Choice& c = *requests_.at(seq.request_id)->choices.at(seq.index);
+      if (!c.draft_sampler) {
+        SamplingParams sp = c.sampler->params();
+        if (sp.seed) sp.seed = *sp.seed ^ 0x9e3779b97f4a7c15ull;  // its own stream, reproducible
+        c.draft_sampler = std::make_unique<Sampler>(sp, model_config().vocab_size);
+      }
+      job.sampler = c.draft_sampler.get();
+      job.q = &c.draft_q;
+    }
+    draft_jobs_.push_back(job);
+  }
+  draft_->run(draft_jobs_, *kv_manager_);
+  const double seconds = now() - t0;
+  stats_.record_draft_seconds(seconds);
+  return seconds;
 }
 
 void Engine::mark_scheduled(const SchedulerOutput& out, double t) {

@@ -22,6 +22,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/scheduler.h"
+#include "spec/draft_model.h"
 #include "spec/draft_planner.h"
 #include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
@@ -46,6 +47,7 @@ struct EngineConfig {
   int32_t ngram_min = 1;  // n-gram proposer: match lengths tried, longest first
   int32_t ngram_max = 4;
   std::string spec_datastore;  // retrieval: a file from `pagoda spec build-datastore`
+  std::string draft_model;     // draft: a GGUF with the target's vocabulary (--draft-model)
 };
 
 class Engine : private DecodingHost {
@@ -104,6 +106,9 @@ class Engine : private DecodingHost {
   // Auto speculation: trims each choice's proposed drafts to the length
   // that maximizes expected tokens per second in the next step.
   void plan_drafts(const SchedulerOutput& out);
+  // Draft model: keeps its cache up with the step's known tokens and fills
+  // the drafts the scheduler made room for. Returns the seconds it took.
+  double run_draft_model(const SchedulerOutput& out);
   // DecodingHost.
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
@@ -125,6 +130,9 @@ class Engine : private DecodingHost {
   int32_t max_model_len_ = 0;
   int64_t capacity_tokens_ = 0;
   std::unique_ptr<Proposer> proposer_;  // null: speculation off
+  std::unique_ptr<DraftModel> draft_;   // --spec draft
+  std::vector<DraftModel::Job> draft_jobs_;
+  StepCostModel draft_cost_;  // the draft model's forward time (auto speculation)
   int32_t num_spec_tokens_ = 0;
   bool spec_auto_ = false;
   StepCostModel step_cost_;

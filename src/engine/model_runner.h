@@ -58,6 +58,7 @@ class ModelRunner {
   const ModelConfig& config() const { return model_->config(); }
   const LlamaModel& model() const { return *model_; }
   int32_t num_threads() const { return pool_->num_threads(); }
+  ThreadPool& pool() { return *pool_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
   const KVStorage& kv_storage() const { return *kv_storage_; }

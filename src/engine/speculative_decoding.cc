@@ -34,7 +34,11 @@ class SpeculativeDecoding : public DecodingStrategy {
       const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
       const std::span<const int32_t> output(seq.tokens.data() + seq.num_prompt_tokens, seq.num_output_tokens());
       bool accepted = false;
-      SampleResult sr = i < num_drafts ? c.sampler->verify_draft(row, prompt, output, drafts[i], &accepted)
+      // A draft model's drafts come with their distributions q.
+      std::span<const float> q;
+      if (!c.draft_q.empty() && i < num_drafts)
+        q = std::span<const float>(c.draft_q).subspan(static_cast<size_t>(i) * vocab_size, vocab_size);
+      SampleResult sr = i < num_drafts ? c.sampler->verify_draft(row, prompt, output, drafts[i], q, &accepted)
                                        : c.sampler->sample(row, prompt, output);
       RequestOutput o = emit_token(c, std::move(sr), host_);
       if (out) {
@@ -46,9 +50,10 @@ class SpeculativeDecoding : public DecodingStrategy {
       ++num_accepted;
     }
     outputs.push_back(std::move(*out));
+    // A verification that ended the choice counts in the statistics too.
+    host_.accept_drafts(c, num_drafts, num_accepted);
     if (c.finished) return;
     c.seq.draft_tokens.clear();
-    host_.accept_drafts(c, num_drafts, num_accepted);
     propose(c);
   }
 
@@ -61,8 +66,16 @@ class SpeculativeDecoding : public DecodingStrategy {
     const int32_t room = c.seq.max_total_tokens - c.seq.num_tokens() - 1;
     const int32_t k = std::min(host_.num_spec_tokens(), room);
     if (k <= 0) return;
+    const Proposer& p = *host_.proposer();
+    c.draft_q.clear();
+    if (p.drafts_after_scheduling()) {
+      // Positions only: the draft model fills them once they are scheduled
+      // (and times itself).
+      p.propose(c.seq.tokens, k, &c.seq.draft_tokens);
+      return;
+    }
     const double t0 = host_.now();
-    host_.proposer()->propose(c.seq.tokens, k, &c.seq.draft_tokens);
+    p.propose(c.seq.tokens, k, &c.seq.draft_tokens);
     host_.record_draft_seconds(host_.now() - t0);
   }
 

@@ -196,6 +196,12 @@ SampleResult Sampler::sample(float* logits, std::span<const int32_t> prompt, std
 
 SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
                                    int32_t draft, bool* accepted) {
+  return verify_draft(logits, prompt, output, draft, {}, accepted);
+}
+
+SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                                   int32_t draft, std::span<const float> q, bool* accepted) {
+  PAGODA_CHECK(q.empty() || static_cast<int32_t>(q.size()) == vocab_size_);
   process_logits(logits, prompt, output);
   const double total = build_distribution(logits);
   const std::vector<Candidate>& cands = candidate_buffer();
@@ -207,23 +213,38 @@ SampleResult Sampler::verify_draft(float* logits, std::span<const int32_t> promp
   } else {
     double w_draft = 0.0;
     for (const Candidate& c : cands) w_draft += c.token == draft ? c.weight : 0.0;
-    // Accept with probability p(draft) = min(1, p(draft) / q(draft)), q one-hot.
-    *accepted = next_uniform() * total < w_draft;
+    // Accept with probability min(1, p(draft) / q(draft)); q one-hot when
+    // not given. The draft was drawn from q, so q(draft) > 0.
+    const double q_draft = q.empty() ? 1.0 : static_cast<double>(q[static_cast<size_t>(draft)]);
+    PAGODA_CHECK(q_draft > 0.0);
+    *accepted = next_uniform() * q_draft * total < w_draft;
     if (*accepted) {
       result.token = draft;
     } else {
-      // Residual norm(max(0, p - q)): p without the draft, renormalised.
-      const double rest = total - w_draft;
-      const double u = next_uniform() * rest;
-      double cum = 0.0;
+      // Residual norm(max(0, p - q)), over p's support (it is 0 elsewhere).
+      auto residual = [&](const Candidate& c) {
+        const double qc = q.empty() ? (c.token == draft ? 1.0 : 0.0) : static_cast<double>(q[c.token]);
+        return std::max(0.0, static_cast<double>(c.weight) / total - qc);
+      };
+      double rest = 0.0;
+      for (const Candidate& c : cands) rest += residual(c);
       result.token = -1;
-      for (const Candidate& c : cands) {
-        if (c.token == draft || c.weight <= 0.0f) continue;
-        cum += c.weight;
-        result.token = c.token;  // the last usable one if rounding puts u past the end
-        if (u < cum) break;
+      if (rest > 0.0) {
+        const double u = next_uniform() * rest;
+        double cum = 0.0;
+        for (const Candidate& c : cands) {
+          const double r = residual(c);
+          if (r <= 0.0) continue;
+          cum += r;
+          result.token = c.token;  // the last usable one if rounding puts u past the end
+          if (u < cum) break;
+        }
+      } else {
+        // p <= q everywhere means p == q up to rounding, so a rejection had
+        // probability ~0: draw from p itself.
+        result.token = draw(total);
       }
-      PAGODA_CHECK(result.token >= 0);  // p(draft) < 1 leaves some other token
+      PAGODA_CHECK(result.token >= 0);
     }
   }
   fill_logprobs(logits, result);

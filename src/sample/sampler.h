@@ -67,6 +67,12 @@ class Sampler {
   // Logprobs as in sample().
   SampleResult verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
                             int32_t draft, bool* accepted);
+  // The same for a draft drawn from the distribution q (vocab_size
+  // probabilities, e.g. a draft model's; empty: one-hot on `draft`): accepts
+  // with probability min(1, p(draft) / q(draft)), otherwise draws from
+  // norm(max(0, p - q)).
+  SampleResult verify_draft(float* logits, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                            int32_t draft, std::span<const float> q, bool* accepted);
 
   // The exact distribution `sample` draws from for these logits (one-hot for
   // greedy), written to probs (resized to vocab_size, sums to 1). logits are

@@ -104,6 +104,7 @@ void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
     kv_.free(seq->seq_id);
     seq->num_computed_tokens = 0;
     seq->num_evicted = 0;
+    seq->num_draft_lag = 0;
     seq->kv_compressed = false;
   }
   seq->swapped = swapped;

@@ -65,7 +65,7 @@ double optimistic_acceptance(double num_accepted, double num_rejected, double pr
 }
 
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
-                                        std::span<const DraftCandidate> candidates) {
+                                        std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost) {
   // Each candidate's marginal gains a, a^2, ... fall, so taking the d best
   // gains over all candidates maximizes the expected tokens for d drafts.
   // Order every draft by gain, then pick the d with the best tokens per
@@ -73,22 +73,35 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
   using Gain = std::pair<double, size_t>;
   std::priority_queue<Gain> next;
   std::vector<int32_t> taken(candidates.size(), 0);
+  int32_t max_drafts = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     PAGODA_CHECK(candidates[i].acceptance >= 0.0 && candidates[i].acceptance <= 1.0);
     if (candidates[i].max_drafts > 0 && candidates[i].acceptance > 0.0) next.push({candidates[i].acceptance, i});
+    max_drafts = std::max(max_drafts, candidates[i].max_drafts);
   }
   std::vector<size_t> order;
   const int32_t num_tokens = std::max(1, num_base_tokens);
+  // A draft model's pass over the step's known tokens is paid either way;
+  // its draft number t >= 2 of a sequence adds that sequence to draft pass
+  // t - 1 (one batched forward per pass).
+  std::vector<int32_t> pass_size(static_cast<size_t>(max_drafts) + 1, 0);
+  double draft_seconds = draft_cost ? draft_cost->seconds(num_tokens) : 0.0;
   double expected = num_tokens;
-  double best_rate = expected / cost.seconds(num_tokens);
+  double best_rate = expected / (cost.seconds(num_tokens) + draft_seconds);
   size_t best_d = 0;
   while (!next.empty()) {
     const auto [gain, i] = next.top();
     next.pop();
     order.push_back(i);
     expected += gain;
-    if (++taken[i] < candidates[i].max_drafts) next.push({gain * candidates[i].acceptance, i});
-    const double rate = expected / cost.seconds(num_tokens + static_cast<int32_t>(order.size()));
+    const int32_t t = ++taken[i];
+    if (t < candidates[i].max_drafts) next.push({gain * candidates[i].acceptance, i});
+    if (draft_cost && t >= 2) {
+      int32_t& n = pass_size[static_cast<size_t>(t - 1)];
+      draft_seconds += draft_cost->seconds(n + 1) - (n > 0 ? draft_cost->seconds(n) : 0.0);
+      ++n;
+    }
+    const double rate = expected / (cost.seconds(num_tokens + static_cast<int32_t>(order.size())) + draft_seconds);
     if (rate > best_rate * (1.0 + 1e-9)) {
       best_rate = rate;
       best_d = order.size();

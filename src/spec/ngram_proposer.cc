@@ -13,6 +13,8 @@ bool parse_spec_method(std::string_view name, SpecMethod* out) {
     *out = SpecMethod::kNgram;
   } else if (name == "retrieval") {
     *out = SpecMethod::kRetrieval;
+  } else if (name == "draft") {
+    *out = SpecMethod::kDraft;
   } else {
     return false;
   }
@@ -24,6 +26,7 @@ const char* spec_method_name(SpecMethod m) {
     case SpecMethod::kNone: return "none";
     case SpecMethod::kNgram: return "ngram";
     case SpecMethod::kRetrieval: return "retrieval";
+    case SpecMethod::kDraft: return "draft";
   }
   return "?";
 }

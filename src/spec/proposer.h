@@ -15,9 +15,10 @@ enum class SpecMethod {
   kNone,
   kNgram,      // prompt lookup: continue a repeated n-gram of the sequence itself
   kRetrieval,  // REST: continue the context's longest match in a corpus datastore
+  kDraft,      // a smaller model with the same vocabulary drafts (spec/draft_model.h)
 };
 
-// Parses "none" | "ngram" | "retrieval"; false for anything else.
+// Parses "none" | "ngram" | "retrieval" | "draft"; false for anything else.
 bool parse_spec_method(std::string_view name, SpecMethod* out);
 const char* spec_method_name(SpecMethod m);
 
@@ -27,6 +28,9 @@ class Proposer {
   // Replaces *draft with at most max_tokens tokens proposed to follow
   // `tokens` (prompt + output so far); empty when there is no guess.
   virtual void propose(std::span<const int32_t> tokens, int32_t max_tokens, std::vector<int32_t>* draft) const = 0;
+  // True when propose() only reserves positions and the tokens are written
+  // after scheduling (the draft model drafts for the scheduled batch).
+  virtual bool drafts_after_scheduling() const { return false; }
 };
 
 }  // namespace pagoda

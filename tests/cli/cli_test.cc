@@ -82,6 +82,24 @@ TEST(Cli, GenerateWithNgramSpeculationPrintsTheSameText) {
   EXPECT_EQ(fixed.err.find("auto draft lengths"), std::string::npos) << fixed.err;
 }
 
+TEST(Cli, GenerateWithADraftModelPrintsTheSameText) {
+  const std::string models = std::string(PAGODA_SOURCE_DIR) + "/models/";
+  const std::string args = "generate -m " + models + "pagoda-small.gguf -p 'And the LORD said unto Moses,' -n 48 " +
+                           "--temp 0 -t 2 --ignore-eos";
+  const auto off = run(args);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto on = run(args + " --spec draft --draft-model " + models + "pagoda-small-draft.gguf");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, off.out);
+  EXPECT_NE(on.err.find("speculative (draft):"), std::string::npos) << on.err;
+  // A draft model with another vocabulary is refused, saying why.
+  const auto bad = run(args + " --spec draft --draft-model " + kStories);
+  EXPECT_NE(bad.exit_code, 0);
+  if (std::filesystem::exists(kStories)) {
+    EXPECT_NE(bad.err.find("vocabulary"), std::string::npos) << bad.err;
+  }
+}
+
 TEST(Cli, BuildDatastoreThenGenerateWithRetrieval) {
   const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
   const std::string corpus = std::string(PAGODA_SOURCE_DIR) + "/models/heldout-sample.txt";
@@ -255,6 +273,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"PerplexityStreamEmpty", "perplexity -m " + kStories + " -f /dev/null --kv-policy streaming"},
         BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
         BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
+        BadCase{"DraftWithoutModel", "generate -m " + kStories + " -p hi --spec draft"},
+        BadCase{"DraftModelMissing", "generate -m " + kStories + " -p hi --spec draft --draft-model /nonexistent.gguf"},
+        BadCase{"DraftModelNotAGguf", "generate -m " + kStories + " -p hi --spec draft --draft-model /etc/passwd"},
         BadCase{"SpecNoTool", "spec"}, BadCase{"SpecUnknownTool", "spec build-everything"},
         BadCase{"DatastoreNoCorpus", "spec build-datastore -m " + kStories + " -f /nonexistent -o /tmp/x"},
         BadCase{"ZeroSpecTokens", "generate -m " + kStories + " -p hi --spec ngram --num-spec-tokens 0"},

@@ -237,5 +237,140 @@ TEST(SpeculativeVerify, FirstThreeTokensDetectBrokenResidual) {
   }
 }
 
+// A stochastic proposer, as a draft model is: its own distribution q over the
+// vocabulary (a function of the context, different from the target's) and
+// drafts drawn from it.
+std::vector<float> draft_probs(const std::vector<int32_t>& ctx) {
+  uint32_t h = 40503u;
+  for (int32_t t : ctx) h = (h ^ static_cast<uint32_t>(t)) * 2654435761u;
+  std::vector<float> q = random_logits(h);
+  float total = 0;
+  for (float& x : q) total += x = std::exp(x);
+  for (float& x : q) x /= total;
+  return q;
+}
+
+using QVerifier = std::function<int32_t(Sampler&, const std::vector<float>&, std::span<const int32_t>,
+                                        std::span<const int32_t>, int32_t, const std::vector<float>&, bool*)>;
+
+int32_t exact_verify_q(Sampler& s, const std::vector<float>& logits, std::span<const int32_t> prompt,
+                       std::span<const int32_t> output, int32_t draft, const std::vector<float>& q, bool* accepted) {
+  std::vector<float> row = logits;
+  return s.verify_draft(row.data(), prompt, output, draft, q, accepted).token;
+}
+
+// Wrong on purpose: after a rejection, draws from p instead of max(0, p - q).
+int32_t broken_verify_q(Sampler& s, const std::vector<float>& logits, std::span<const int32_t> prompt,
+                        std::span<const int32_t> output, int32_t draft, const std::vector<float>& q, bool* accepted) {
+  std::vector<float> row = logits;
+  const int32_t t = s.verify_draft(row.data(), prompt, output, draft, q, accepted).token;
+  if (*accepted) return t;
+  row = logits;
+  return s.sample(row.data(), prompt, output).token;
+}
+
+ChiSquare single_token_q_test(const QVerifier& verify, const SamplingParams& sp) {
+  const std::vector<float> logits = random_logits(3);
+  const std::vector<int32_t> prompt = {1, 2}, output = {2, 4};
+  const std::vector<float> q = draft_probs(prompt);
+  Sampler s(sp, kVocab);
+  SamplingParams dp;
+  dp.temperature = 1.0f;
+  dp.seed = 77;
+  Sampler d(dp, kVocab);
+  std::vector<float> p;
+  s.probabilities(logits.data(), prompt, output, p);
+  std::map<int64_t, double> probs;
+  for (int32_t i = 0; i < kVocab; ++i) probs[i] = p[i];
+  const int64_t n = 20000;
+  std::map<int64_t, int64_t> counts;
+  for (int64_t i = 0; i < n; ++i) {
+    bool accepted = false;
+    ++counts[verify(s, logits, prompt, output, d.sample_from_weights(q), q, &accepted)];
+  }
+  return chi_square(counts, probs, n);
+}
+
+TEST(SpeculativeVerify, DraftDistributionSingleTokenMatchesTarget) {
+  for (const Params& pc : params_cases()) {
+    const ChiSquare r = single_token_q_test(exact_verify_q, pc.sp);
+    EXPECT_LT(r.stat, r.critical) << pc.name;
+    const ChiSquare broken = single_token_q_test(broken_verify_q, pc.sp);
+    EXPECT_GT(broken.stat, broken.critical) << pc.name << ": the test cannot tell a broken residual";
+  }
+}
+
+// Three drafts drawn from q one after another (the draft model's chain),
+// verified in order as speculative_decoding.cc does.
+std::vector<int32_t> first3_q(Sampler& s, Sampler& d, const std::vector<int32_t>& prompt, const QVerifier& verify) {
+  std::vector<int32_t> ctx = prompt;
+  std::vector<int32_t> out;
+  while (out.size() < 3) {
+    std::vector<int32_t> drafts, dctx = ctx;
+    std::vector<std::vector<float>> qs;
+    for (int i = 0; i < 3; ++i) {
+      qs.push_back(draft_probs(dctx));
+      drafts.push_back(d.sample_from_weights(qs.back()));
+      dctx.push_back(drafts.back());
+    }
+    for (size_t i = 0; i <= drafts.size() && out.size() < 3; ++i) {
+      const std::span<const int32_t> pr(prompt), op(out);
+      bool accepted = false;
+      int32_t t;
+      if (i < drafts.size()) {
+        t = verify(s, target_logits(ctx), pr, op, drafts[i], qs[i], &accepted);
+      } else {
+        std::vector<float> row = target_logits(ctx);
+        t = s.sample(row.data(), pr, op).token;
+      }
+      out.push_back(t);
+      ctx.push_back(t);
+      if (i < drafts.size() && !accepted) break;
+    }
+  }
+  return out;
+}
+
+ChiSquare chain_q_test(const QVerifier& verify, const SamplingParams& sp) {
+  const std::vector<int32_t> prompt = {3, 1};
+  Sampler s(sp, kVocab);
+  SamplingParams dp;
+  dp.temperature = 1.0f;
+  dp.seed = 78;
+  Sampler d(dp, kVocab);
+  std::map<int64_t, double> probs;
+  std::vector<float> p0, p1, p2;
+  for (int32_t a = 0; a < kVocab; ++a) {
+    s.probabilities(target_logits(prompt).data(), prompt, {}, p0);
+    for (int32_t b = 0; b < kVocab; ++b) {
+      std::vector<int32_t> ca = prompt, oa = {a};
+      ca.push_back(a);
+      s.probabilities(target_logits(ca).data(), prompt, oa, p1);
+      for (int32_t c = 0; c < kVocab; ++c) {
+        std::vector<int32_t> cb = ca, ob = {a, b};
+        cb.push_back(b);
+        s.probabilities(target_logits(cb).data(), prompt, ob, p2);
+        probs[(a * kVocab + b) * kVocab + c] = static_cast<double>(p0[a]) * p1[b] * p2[c];
+      }
+    }
+  }
+  const int64_t n = 30000;
+  std::map<int64_t, int64_t> counts;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto t = first3_q(s, d, prompt, verify);
+    ++counts[(t[0] * kVocab + t[1]) * kVocab + t[2]];
+  }
+  return chi_square(counts, probs, n);
+}
+
+TEST(SpeculativeVerify, DraftDistributionChainMatchesTarget) {
+  for (const Params& pc : params_cases()) {
+    const ChiSquare r = chain_q_test(exact_verify_q, pc.sp);
+    EXPECT_LT(r.stat, r.critical) << pc.name;
+    const ChiSquare broken = chain_q_test(broken_verify_q, pc.sp);
+    EXPECT_GT(broken.stat, broken.critical) << pc.name << ": the test cannot tell a broken residual";
+  }
+}
+
 }  // namespace
 }  // namespace pagoda

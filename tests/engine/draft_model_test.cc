@@ -1,0 +1,298 @@
+// Speculative decoding with a draft model (spec/draft_model.h) through the
+// engine, on the bundled target and its draft (same vocabulary, trained on
+// the same corpus, so drafts are often right and often wrong):
+//  - greedy outputs are token for token those of speculation off, alone and
+//    in batches mixing chunked prefill, prefix-cache hits, preemption by
+//    recompute and by swap, n > 1 requests and fixed or auto draft lengths,
+//    with the KV invariants checked after every step and no block leaked;
+//  - sampled outputs keep the target's distribution: the joint distribution
+//    of the first 3 tokens over 20,000 requests (temperature 1 and top-p
+//    0.9, logit_bias leaving 6 tokens) matches the exact one computed from
+//    the target's logits, by a chi-square test;
+//  - a draft model with another vocabulary, or none, is a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/prompt_logits.h"
+#include "engine_test_util.h"
+
+namespace pagoda {
+namespace {
+
+const std::string kModels = std::string(PAGODA_SOURCE_DIR) + "/models/";
+const std::string kTarget = kModels + "pagoda-small.gguf";
+const std::string kDraft = kModels + "pagoda-small-draft.gguf";
+
+struct DraftCase {
+  const char* name;
+  int32_t budget;
+  int32_t kv_blocks;  // 0: plenty
+  PreemptMode mode;
+  int32_t num_spec_tokens;  // 0: auto, with drafts made free
+};
+
+// K + V bytes of one block of the target and the draft together.
+int64_t pair_block_bytes(int32_t block_size) {
+  int64_t total = 0;
+  for (const std::string& path : {kTarget, kDraft}) {
+    auto file = gguf::GGUFFile::open(path);
+    EXPECT_TRUE(file.is_ok());
+    auto model = LlamaModel::load(**file);
+    EXPECT_TRUE(model.is_ok());
+    const ModelConfig& mc = (*model)->config();
+    total += static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, block_size, mc.num_kv_heads, mc.head_dim));
+  }
+  return total;
+}
+
+std::unique_ptr<Engine> engine(const DraftCase& c, bool spec) {
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  cfg.block_size = 4;
+  cfg.sched.max_num_batched_tokens = c.budget;
+  cfg.sched.max_num_seqs = 8;
+  cfg.sched.preempt_mode = c.mode;
+  const int64_t block_bytes = pair_block_bytes(4);
+  // The same number of blocks with and without the draft: the same
+  // preemptions are possible in both runs.
+  cfg.kv_cache_bytes = c.kv_blocks > 0 ? block_bytes * c.kv_blocks : 64 << 20;
+  cfg.swap_space_bytes = block_bytes * 256;
+  if (spec) {
+    cfg.spec_method = SpecMethod::kDraft;
+    cfg.draft_model = kDraft;
+    cfg.num_spec_tokens = c.num_spec_tokens;
+  }
+  auto e = Engine::create(kTarget, cfg);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  if (spec && c.num_spec_tokens == 0) (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
+  return std::move(e).value();
+}
+
+// Prompts: text-like ones from the target's own greedy continuations (so the
+// draft, trained on the same corpus, agrees often), random ones (it agrees
+// rarely), a shared stem for prefix hits, and two n = 2 requests sampled
+// with a seed (parallel sampling, not speculated: its outputs must not move).
+std::vector<RequestSpec> prompts(const Engine& e) {
+  std::mt19937 rng(17);
+  const int32_t vocab = e.model_config().vocab_size;
+  const std::vector<int32_t> stem =
+      e.tokenizer().encode("And the LORD said unto Moses, Go in unto Pharaoh", true, false);
+  std::vector<RequestSpec> specs;
+  for (int r = 0; r < 10; ++r) {
+    RequestSpec s;
+    if (r % 3 == 0) {
+      s.prompt = stem;
+    } else if (r % 3 == 1) {
+      s.prompt = e.tokenizer().encode("A fool and his money are soon", true, false);
+    }
+    for (int i = 0; i < 1 + static_cast<int>(rng() % 6); ++i) s.prompt.push_back(static_cast<int32_t>(rng() % vocab));
+    s.max_tokens = 8 + static_cast<int32_t>(rng() % 40);
+    s.sampling.temperature = 0;
+    s.ignore_eos = true;
+    if (r == 4 || r == 7) {
+      s.n = 2;
+      s.sampling.temperature = 0.8f;
+      s.sampling.seed = 100 + r;
+    }
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+std::map<std::pair<int64_t, int32_t>, std::vector<int32_t>> run(Engine& e, const std::vector<RequestSpec>& specs) {
+  std::map<std::pair<int64_t, int32_t>, std::vector<int32_t>> got;
+  size_t next = 0;
+  for (int step = 0; step < 20000 && (next < specs.size() || e.has_unfinished()); ++step) {
+    if (step % 3 == 0)
+      for (int k = 0; k < 2 && next < specs.size(); ++k, ++next) {
+        auto id = e.add_request(specs[next], RequestId{static_cast<int64_t>(next)});
+        EXPECT_TRUE(id.is_ok()) << id.status().message();
+      }
+    for (const RequestOutput& o : e.step()) {
+      auto& v = got[{o.id.value, o.index}];
+      v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+    const Status inv = e.kv_manager().check_invariants();
+    EXPECT_TRUE(inv.is_ok()) << "step " << step << ": " << inv.message();
+    if (!inv.is_ok()) break;
+  }
+  EXPECT_FALSE(e.has_unfinished());
+  EXPECT_EQ(e.kv_manager().num_available_blocks(), e.kv_manager().num_blocks()) << "leaked blocks";
+  EXPECT_EQ(e.kv_manager().num_free_host_blocks(), e.kv_manager().num_host_blocks());
+  return got;
+}
+
+class DraftModelGreedy : public ::testing::TestWithParam<DraftCase> {};
+
+TEST_P(DraftModelGreedy, OutputsEqualSpeculationOff) {
+  const DraftCase& c = GetParam();
+  auto off = engine(c, false);
+  auto on = engine(c, true);
+  const auto specs = prompts(*off);
+  const auto want = run(*off, specs);
+  const auto got = run(*on, specs);
+  ASSERT_EQ(want.size(), specs.size() + 2);  // two requests with n = 2
+  for (const auto& [key, tokens] : want) {
+    ASSERT_EQ(tokens.size(), static_cast<size_t>(specs[key.first].max_tokens)) << "request " << key.first;
+    EXPECT_EQ(got.at(key), tokens) << "request " << key.first << " choice " << key.second;
+  }
+  const EngineStats& st = on->stats();
+  EXPECT_GT(st.num_accepted_draft_tokens, 0) << "no draft was ever accepted: the test exercises nothing";
+  EXPECT_LT(st.num_accepted_draft_tokens, st.num_draft_tokens) << "no draft was ever rejected";
+  EXPECT_GT(st.spec_draft_seconds, 0.0);
+  if (c.kv_blocks > 0) {
+    EXPECT_GT(on->scheduler().num_preemptions(), 0) << "the case never preempted";
+  }
+  if (c.budget >= 64) {
+    EXPECT_LT(st.num_steps, off->stats().num_steps) << "speculation saved no step";
+  }
+  std::printf("%s: %lld drafts, acceptance %.2f, mean accepted length %.2f, steps %lld vs %lld\n", c.name,
+              static_cast<long long>(st.num_draft_tokens), st.spec_acceptance_rate(), st.spec_mean_accepted_len(),
+              static_cast<long long>(st.num_steps), static_cast<long long>(off->stats().num_steps));
+}
+
+INSTANTIATE_TEST_SUITE_P(Batches, DraftModelGreedy,
+                         ::testing::Values(DraftCase{"roomy", 256, 0, PreemptMode::kRecompute, 4},
+                                           DraftCase{"chunked_prefill", 7, 0, PreemptMode::kRecompute, 3},
+                                           DraftCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
+                                           DraftCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2},
+                                           DraftCase{"auto_free", 256, 0, PreemptMode::kRecompute, 0},
+                                           DraftCase{"auto_free_preempt", 32, 40, PreemptMode::kSwap, 0}),
+                         [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
+
+// Chi-square statistic against probabilities (bins expected < 5 pooled)
+// and its critical value at alpha = 1e-4 (Wilson–Hilferty).
+std::pair<double, double> chi_square(const std::map<int64_t, int64_t>& counts, const std::map<int64_t, double>& probs,
+                                     int64_t n) {
+  double stat = 0, pooled_e = 0, pooled_c = 0;
+  int df = -1;
+  for (const auto& [k, c] : counts)
+    if (!probs.count(k) || probs.at(k) <= 0) stat = INFINITY;
+  for (const auto& [k, p] : probs) {
+    const double e = p * static_cast<double>(n);
+    const double c = counts.count(k) ? static_cast<double>(counts.at(k)) : 0.0;
+    if (e < 5) {
+      pooled_e += e;
+      pooled_c += c;
+      continue;
+    }
+    stat += (c - e) * (c - e) / e;
+    ++df;
+  }
+  if (pooled_e > 0) {
+    stat += (pooled_c - pooled_e) * (pooled_c - pooled_e) / std::max(pooled_e, 1e-9);
+    ++df;
+  }
+  df = std::max(df, 1);
+  const double a = 2.0 / (9.0 * df);
+  return {stat, df * std::pow(1 - a + 3.719 * std::sqrt(a), 3)};
+}
+
+TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
+  const std::vector<int32_t> prompt = {1, 412, 97, 1051};
+  // logit_bias bans all but six tokens (in both models' processing: the
+  // draft's sampler uses the request's parameters), so 6^3 joint outcomes.
+  auto probe = make_logits_runner(kTarget, 16, 1);
+  ASSERT_TRUE(probe.is_ok()) << probe.status().message();
+  const int32_t vocab = probe->runner->config().vocab_size;
+  std::vector<float> first_logits;
+  {
+    auto l = prompt_logits(*probe->runner, prompt);
+    ASSERT_TRUE(l.is_ok());
+    first_logits.assign(l->end() - vocab, l->end());
+  }
+  std::vector<int32_t> allowed(static_cast<size_t>(vocab));
+  for (int32_t i = 0; i < vocab; ++i) allowed[i] = i;
+  std::partial_sort(allowed.begin(), allowed.begin() + 6, allowed.end(),
+                    [&](int32_t a, int32_t b) { return first_logits[a] > first_logits[b]; });
+  allowed.resize(6);
+  for (const float top_p : {1.0f, 0.9f}) {
+    SamplingParams sp;
+    sp.temperature = 1.0f;
+    sp.top_p = top_p;
+    for (int32_t t = 0; t < vocab; ++t)
+      if (std::find(allowed.begin(), allowed.end(), t) == allowed.end()) sp.logit_bias.push_back({t, -INFINITY});
+    // The exact joint distribution without speculation, from the target.
+    Sampler ref(sp, vocab);
+    auto probs_after = [&](const std::vector<int32_t>& output) {
+      std::vector<int32_t> ctx = prompt;
+      ctx.insert(ctx.end(), output.begin(), output.end());
+      auto l = prompt_logits(*probe->runner, ctx);
+      EXPECT_TRUE(l.is_ok());
+      std::vector<float> p;
+      ref.probabilities(l->data() + l->size() - vocab, prompt, output, p);
+      return p;
+    };
+    std::map<int64_t, double> probs;
+    const std::vector<float> p0 = probs_after({});
+    for (int32_t a : allowed) {
+      const std::vector<float> p1 = probs_after({a});
+      for (int32_t b : allowed) {
+        const std::vector<float> p2 = probs_after({a, b});
+        for (int32_t c : allowed) probs[(int64_t{a} * vocab + b) * vocab + c] = double{p0[a]} * p1[b] * p2[c];
+      }
+    }
+
+    EngineConfig cfg;
+    cfg.num_threads = 1;
+    cfg.sched.max_num_seqs = 256;
+    cfg.block_size = 2;  // the prompt's first blocks come from the prefix cache
+    cfg.spec_method = SpecMethod::kDraft;
+    cfg.draft_model = kDraft;
+    cfg.num_spec_tokens = 2;
+    auto e = Engine::create(kTarget, cfg);
+    ASSERT_TRUE(e.is_ok()) << e.status().message();
+    const int64_t n = 20000;
+    std::map<int64_t, std::vector<int32_t>> outs;
+    for (int64_t i = 0; i < n; ++i) {
+      RequestSpec s;
+      s.prompt = prompt;
+      s.max_tokens = 4;  // room for two drafts after the first token; the first three are compared
+      s.ignore_eos = true;
+      s.sampling = sp;
+      s.sampling.seed = 1000 + static_cast<uint64_t>(i);
+      ASSERT_TRUE((*e)->add_request(s, RequestId{i}).is_ok());
+      if (i % 1024 != 1023 && i != n - 1) continue;
+      while ((*e)->has_unfinished())  // in waves: a short waiting queue
+        for (const RequestOutput& o : (*e)->step()) {
+          auto& v = outs[o.id.value];
+          v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
+        }
+    }
+    std::map<int64_t, int64_t> counts;
+    for (const auto& [id, t] : outs) {
+      ASSERT_EQ(t.size(), 4u);
+      ++counts[(int64_t{t[0]} * vocab + t[1]) * vocab + t[2]];
+    }
+    const auto [stat, critical] = chi_square(counts, probs, n);
+    EXPECT_LT(stat, critical) << "top_p " << top_p;
+    const EngineStats& st = (*e)->stats();
+    EXPECT_GT(st.num_accepted_draft_tokens, 0);
+    EXPECT_LT(st.num_accepted_draft_tokens, st.num_draft_tokens) << "no draft rejected: the residual went untested";
+    std::printf("top_p %.1f: chi2 %.1f (critical %.1f), acceptance %.2f over %lld drafts\n", top_p, stat, critical,
+                st.spec_acceptance_rate(), static_cast<long long>(st.num_draft_tokens));
+  }
+}
+
+TEST(DraftModel, NeedsAFileWithTheTargetsVocabulary) {
+  EngineConfig cfg;
+  cfg.spec_method = SpecMethod::kDraft;
+  auto none = Engine::create(kTarget, cfg);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("draft model"), std::string::npos) << none.status().message();
+  cfg.draft_model = "/nonexistent.gguf";
+  auto missing = Engine::create(kTarget, cfg);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("draft model"), std::string::npos) << missing.status().message();
+  cfg.draft_model = testing_util::tiny_model_path();  // a random model with another vocabulary
+  auto other = Engine::create(kTarget, cfg);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("vocabulary"), std::string::npos) << other.status().message();
+}
+
+}  // namespace
+}  // namespace pagoda
