@@ -29,7 +29,7 @@ struct Sequence {
   // never part of `tokens` until accepted.
   std::vector<int32_t> draft_tokens;
   // Draft model (spec/draft_model.h): the last cache positions whose K/V the
-  // draft model has not computed yet (0 or 1), caught up at its next run.
+  // draft model has not computed yet, caught up when the sequence drafts.
   int32_t num_draft_lag = 0;
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;  // tokens whose K/V was computed (and is cached, unless evicted)

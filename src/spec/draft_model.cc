@@ -118,17 +118,23 @@ void DraftModel::run(std::span<Job> jobs, const KVCacheManager& kv) {
     PAGODA_CHECK(seq.draft_tokens[i] >= 0);
   };
 
-  // Pass 0: every job's uncomputed known tokens (the rows the draft lags
-  // behind, then the step's slice), drawing each drafting job's first draft.
+  // Pass 0: the known tokens of every drafting job the draft has not seen
+  // (the rows it lags behind, then the step's slice), drawing its first
+  // draft. A job that does not draft this step only falls further behind:
+  // a step the planner leaves without drafts costs no draft forward.
   int32_t max_drafts = 0;
   batch_.clear();
   for (Job& j : jobs) {
     Sequence& seq = *j.seq;
-    PAGODA_CHECK(j.num_drafts == static_cast<int32_t>(seq.draft_tokens.size()) || j.num_drafts == 0);
+    if (j.num_drafts == 0) {
+      seq.num_draft_lag += j.num_known;
+      continue;
+    }
+    PAGODA_CHECK(j.num_drafts == static_cast<int32_t>(seq.draft_tokens.size()));
     const int32_t end = seq.num_cache_tokens() + j.num_known;
     const int32_t begin = std::max(0, seq.num_cache_tokens() - seq.num_draft_lag);
-    PAGODA_CHECK(j.num_drafts == 0 || end == seq.num_tokens());
-    add(j, begin, end, j.num_drafts > 0);
+    PAGODA_CHECK(end == seq.num_tokens());
+    add(j, begin, end, true);
     seq.num_draft_lag = 0;
     max_drafts = std::max(max_drafts, j.num_drafts);
   }
@@ -154,8 +160,8 @@ void DraftModel::run(std::span<Job> jobs, const KVCacheManager& kv) {
 
 void DraftModel::after_verify(Sequence& seq, int32_t num_drafts, int32_t num_accepted) {
   // The draft computed its drafts but the last; the target kept the
-  // accepted ones.
-  seq.num_draft_lag = num_drafts > 0 && num_accepted == num_drafts ? 1 : 0;
+  // accepted ones. Without drafts the lag is what run() counted.
+  if (num_drafts > 0) seq.num_draft_lag = num_accepted == num_drafts ? 1 : 0;
 }
 
 std::vector<std::pair<int32_t, double>> DraftModel::profile_step_times(std::span<const int32_t> sizes,

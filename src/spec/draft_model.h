@@ -9,10 +9,15 @@
 // to a block — share it with a prefix hit, copy it on write, swap it out,
 // free it when drafts are rolled back — it does to the draft's rows as well,
 // and the pool's memory is split between the two by their bytes per block.
-// To keep every computed block valid for the draft too, the draft model runs
-// each step over the same known tokens as the target (prefill chunks
-// included), then drafts for the sequences that asked: one batched forward
-// per draft position, the first one shared with that catch-up pass.
+// A sequence's draft rows trail its target rows by a lag (Sequence::
+// num_draft_lag) that grows while it does not draft — prefill chunks, steps
+// the planner leaves without drafts — so those steps cost no draft forward.
+// When it drafts, the draft's first pass catches up the lag and the step's
+// known tokens and draws the first draft; then one batched forward per
+// further draft position. Catching up writes the rows into the sequence's
+// blocks, shared ones included (the same tokens give the same rows). A
+// prefix hit on blocks whose owner never drafted reads stale draft rows:
+// that costs acceptance, never correctness (verification is exact).
 #pragma once
 
 #include <cstdint>
@@ -65,9 +70,10 @@ class DraftModel {
   // The step's block copies (copy-on-write, swap out and in), as the target
   // runs them. Call once per step before run().
   void copy_blocks(const SchedulerOutput& out);
-  // Catches the draft's cache up with every job's known tokens, then fills
-  // seq->draft_tokens of the jobs that ask with tokens drawn from the
-  // draft's distribution (the job's sampler processing the draft's logits).
+  // Catches the draft's cache up for the jobs that draft and fills their
+  // seq->draft_tokens with tokens drawn from the draft's distribution (the
+  // job's sampler processing the draft's logits); the other jobs' lag grows
+  // by their known tokens.
   void run(std::span<Job> jobs, const KVCacheManager& kv);
   // After verification: the rows the draft has not computed among the
   // sequence's cache (1 when every draft was accepted: the last one was

@@ -81,11 +81,10 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
   }
   std::vector<size_t> order;
   const int32_t num_tokens = std::max(1, num_base_tokens);
-  // A draft model's pass over the step's known tokens is paid either way;
-  // its draft number t >= 2 of a sequence adds that sequence to draft pass
-  // t - 1 (one batched forward per pass).
+  // With a draft model, draft number t of a sequence adds that sequence to
+  // draft pass t - 1 (one batched forward per pass).
   std::vector<int32_t> pass_size(static_cast<size_t>(max_drafts) + 1, 0);
-  double draft_seconds = draft_cost ? draft_cost->seconds(num_tokens) : 0.0;
+  double draft_seconds = 0.0;
   double expected = num_tokens;
   double best_rate = expected / (cost.seconds(num_tokens) + draft_seconds);
   size_t best_d = 0;
@@ -96,7 +95,7 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
     expected += gain;
     const int32_t t = ++taken[i];
     if (t < candidates[i].max_drafts) next.push({gain * candidates[i].acceptance, i});
-    if (draft_cost && t >= 2) {
+    if (draft_cost) {
       int32_t& n = pass_size[static_cast<size_t>(t - 1)];
       draft_seconds += draft_cost->seconds(n + 1) - (n > 0 ? draft_cost->seconds(n) : 0.0);
       ++n;

@@ -81,8 +81,8 @@ struct DraftCandidate {
 // chunks), each of them useful work; a draft adds its expected acceptance.
 // So when every token costs the same (compute-bound), no draft is worth it.
 // With draft_cost (a draft model's forward time by batched tokens), the
-// drafting counts too: a pass over the base tokens every step, and one
-// batched forward per draft position beyond the first.
+// drafting counts too: one batched forward per draft position, over the
+// sequences drafting that deep.
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates,
                                         const StepCostModel* draft_cost = nullptr);

@@ -107,14 +107,13 @@ TEST(PlanDraftLengths, ADraftModelsForwardsCount) {
   const StepCostModel free_draft({{1, 0.0}, {512, 0.0}});
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, &free_draft), (std::vector<int32_t>{8}));
   // A draft forward at 40% of the target's: 1 + 0.8 + ... + 0.8^k tokens
-  // over 10 ms + 4 ms per draft pass (k of them, the first over the known
-  // tokens) is best at k = 2 (2.44 tokens in 18 ms; k = 3: 2.95 in 22).
+  // over 10 ms + 4 ms per draft pass (k of them) is best at k = 2 (2.44
+  // tokens in 18 ms; k = 3: 2.95 in 22).
   const StepCostModel slow_draft({{1, 4e-3}, {512, 4e-3}});
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, &slow_draft), (std::vector<int32_t>{2}));
-  // As costly as the target: a second draft never pays for its forward, the
-  // first (drawn from the pass over the known tokens, paid anyway) does.
+  // As costly as the target: no draft pays for its forward.
   const StepCostModel same({{1, 10e-3}, {512, 10e-3}});
-  EXPECT_EQ(plan_draft_lengths(flat, 1, one, &same), (std::vector<int32_t>{1}));
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, &same), (std::vector<int32_t>{0}));
   // Batched sequences share a pass: two sequences draft as deep as one.
   const std::vector<DraftCandidate> two = {{0.8, 8}, {0.8, 8}};
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, &slow_draft), (std::vector<int32_t>{2, 2}));
