@@ -72,9 +72,14 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
   app.add_option("--spec", opts->method,
                  "speculative decoding (requests with n = 1, no beam search): none; ngram (prompt lookup: drafts "
                  "copied from the sequence itself); retrieval (drafts from a corpus datastore, --spec-datastore); "
-                 "draft (a smaller model with the same vocabulary drafts, --draft-model)")
-      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft"}))
+                 "draft (a smaller model with the same vocabulary drafts, --draft-model); layer-skip (the model "
+                 "drafts for itself with layers skipped: --skip-layers, or the set `pagoda spec tune-skip` stored "
+                 "beside the model)")
+      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft", "layer-skip"}))
       ->capture_default_str();
+  app.add_option("--skip-layers", opts->skip_layers,
+                 "layers (0-based, e.g. 1,3) the --spec layer-skip draft skips; default: FILE.skip-layers beside "
+                 "the model");
   app.add_option("--draft-model", opts->draft_model,
                  "GGUF draft model for --spec draft (the target's vocabulary; its K/V shares the target's blocks)");
   app.add_option("--spec-datastore", opts->datastore,
@@ -124,6 +129,7 @@ void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   cfg->num_spec_tokens = opts.num_spec_tokens == "auto" ? 0 : std::stoi(opts.num_spec_tokens);  // CLI11 checked it
   cfg->spec_datastore = opts.datastore;
   cfg->draft_model = opts.draft_model;
+  cfg->skip_layers = opts.skip_layers;
 }
 
 std::string step_cost_summary(const StepCostModel& m) {

@@ -47,6 +47,7 @@ struct SpecOptions {
   std::string num_spec_tokens = "auto";  // or 1..64
   std::string datastore;
   std::string draft_model;
+  std::string skip_layers;
 };
 void add_spec_options(CLI::App& app, SpecOptions* opts);
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);

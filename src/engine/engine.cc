@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "core/check.h"
 #include "spec/datastore.h"
+#include "spec/layer_skip.h"
 #include "spec/ngram_proposer.h"
 
 namespace pagoda {
@@ -67,16 +69,32 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
 
   RunnerConfig rc = runner_config(config);
   int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
+  std::vector<int32_t> skip;  // layer-skip's set
+  if (config.spec_method == SpecMethod::kLayerSkip) {
+    const std::string beside = skip_layers_path(model_path);
+    if (!config.skip_layers.empty()) {
+      PAGODA_ASSIGN_OR_RETURN(skip, parse_skip_layers(config.skip_layers, mc.num_layers));
+    } else if (std::filesystem::exists(beside)) {
+      PAGODA_ASSIGN_OR_RETURN(skip, load_skip_layers(beside, mc.num_layers));
+    } else {
+      return invalid_argument("layer-skip speculation needs the layers to skip: --skip-layers LIST, or " + beside +
+                              " (written by `pagoda spec tune-skip`)");
+    }
+    if (skip.empty()) return invalid_argument("layer-skip speculation needs at least one layer to skip");
+    block_bytes += static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers - static_cast<int32_t>(skip.size()),
+                                                                   rc.block_size, mc.num_kv_heads, mc.head_dim,
+                                                                   rc.kv_cache_dtype));
+  }
   if (config.spec_method == SpecMethod::kDraft) {
     // The draft's rows live in the target's blocks: a block costs both.
     PAGODA_ASSIGN_OR_RETURN(e->draft_, DraftModel::open(config.draft_model));
     PAGODA_RETURN_IF_ERROR(e->draft_->check_vocabulary(mc, *e->tokenizer_));
     block_bytes += e->draft_->bytes_per_block(rc.block_size, rc.kv_cache_dtype);
-    if (config.kv_cache_bytes < block_bytes)
-      return invalid_argument("KV cache memory (" + std::to_string(config.kv_cache_bytes) +
-                              " bytes) is smaller than one block of the target and the draft model (" +
-                              std::to_string(block_bytes) + " bytes)");
   }
+  if (config.kv_cache_bytes < block_bytes)
+    return invalid_argument("KV cache memory (" + std::to_string(config.kv_cache_bytes) +
+                            " bytes) is smaller than one block of the target and its draft (" +
+                            std::to_string(block_bytes) + " bytes)");
   rc.num_blocks = config.kv_cache_bytes / block_bytes;
   rc.num_host_blocks = std::max<int64_t>(0, config.swap_space_bytes) / block_bytes;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, rc));
@@ -95,10 +113,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Datastore> store, Datastore::load(config.spec_datastore, mc.vocab_size));
     e->proposer_ = std::make_unique<RetrievalProposer>(std::move(store), config.ngram_min, config.ngram_max);
   }
-  if (e->draft_) e->proposer_ = std::make_unique<DraftModelProposer>();
+  if (config.spec_method == SpecMethod::kDraft || config.spec_method == SpecMethod::kLayerSkip)
+    e->proposer_ = std::make_unique<DraftModelProposer>();
   e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
   e->num_spec_tokens_ = config.num_spec_tokens == 0 ? kMaxAutoSpecTokens : config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
+  if (config.spec_method == SpecMethod::kLayerSkip) e->draft_ = DraftModel::self(e->runner_->mutable_model(), skip);
   if (e->draft_) {
     PAGODA_RETURN_IF_ERROR(e->draft_->start(static_cast<int32_t>(rc.num_blocks),
                                             static_cast<int32_t>(rc.num_host_blocks), rc.block_size, rc.kv_cache_dtype,
@@ -339,6 +359,8 @@ double Engine::run_draft_model(const SchedulerOutput& out) {
     draft_jobs_.push_back(job);
   }
   draft_->run(draft_jobs_, *kv_manager_);
+  if (spec_auto_ && learn_step_cost_ && !draft_cost_.empty())
+    for (const auto& [n, sec] : draft_->pass_times()) draft_cost_.observe(n, sec);
   const double seconds = now() - t0;
   stats_.record_draft_seconds(seconds);
   return seconds;

@@ -48,6 +48,9 @@ struct EngineConfig {
   int32_t ngram_max = 4;
   std::string spec_datastore;  // retrieval: a file from `pagoda spec build-datastore`
   std::string draft_model;     // draft: a GGUF with the target's vocabulary (--draft-model)
+  // layer-skip: the layers the draft skips, "1,3" (--skip-layers); empty:
+  // the set `pagoda spec tune-skip` stored beside the model.
+  std::string skip_layers;
 };
 
 class Engine : private DecodingHost {

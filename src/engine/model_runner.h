@@ -59,6 +59,12 @@ class ModelRunner {
   const LlamaModel& model() const { return *model_; }
   int32_t num_threads() const { return pool_->num_threads(); }
   ThreadPool& pool() { return *pool_; }
+  // The model itself, for a self-speculative draft that runs it with
+  // layers skipped (spec/draft_model.h); the two never run at once.
+  LlamaModel& mutable_model() { return *model_; }
+  // Runs later forwards with these layers skipped (ForwardBatch::
+  // skip_layers; empty: all layers): for measuring a skip set.
+  void set_skip_layers(std::vector<uint8_t> skip) { batch_.skip_layers = std::move(skip); }
   int32_t block_size() const { return block_size_; }
   int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
   const KVStorage& kv_storage() const { return *kv_storage_; }

@@ -36,6 +36,10 @@ struct ForwardBatch {
   std::vector<int64_t> slots;  // per token, KV slot (block * block_size + offset)
   std::vector<SeqSlice> seqs;
   std::vector<int32_t> logit_rows;  // token indices whose logits are wanted, in output order
+  // Per layer, nonzero: the layer is skipped (its residual passes through
+  // unchanged), as a self-speculative draft runs the model; empty: none.
+  // A setting of the batch's owner: clear() keeps it.
+  std::vector<uint8_t> skip_layers;
 
   void clear() {
     tokens.clear();

@@ -336,6 +336,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   }
 
   for (int32_t il = 0; il < c.num_layers; ++il) {
+    if (!batch.skip_layers.empty() && batch.skip_layers[static_cast<size_t>(il)]) continue;
     attention_layer(batch, kv, pool, il);
     const Layer& l = layers_[il];
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {

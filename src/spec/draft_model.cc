@@ -14,11 +14,31 @@ Result<std::unique_ptr<DraftModel>> DraftModel::open(const std::string& path) {
   d->file_ = std::move(file).value();
   auto model = LlamaModel::load(*d->file_);
   if (!model.is_ok()) return Status(model.status().code(), "draft model: " + model.status().message());
-  d->model_ = std::move(model).value();
+  d->own_model_ = std::move(model).value();
+  d->model_ = d->own_model_.get();
   return d;
 }
 
+std::unique_ptr<DraftModel> DraftModel::self(LlamaModel& target, std::span<const int32_t> skip) {
+  std::unique_ptr<DraftModel> d(new DraftModel());
+  d->model_ = &target;
+  d->batch_.skip_layers.assign(static_cast<size_t>(target.config().num_layers), 0);
+  for (int32_t il : skip) {
+    PAGODA_CHECK(il >= 0 && il < target.config().num_layers);
+    d->batch_.skip_layers[static_cast<size_t>(il)] = 1;
+  }
+  PAGODA_CHECK(d->num_layers_run() > 0);
+  return d;
+}
+
+int32_t DraftModel::num_layers_run() const {
+  int32_t n = config().num_layers;
+  for (uint8_t s : batch_.skip_layers) n -= s ? 1 : 0;
+  return n;
+}
+
 Status DraftModel::check_vocabulary(const ModelConfig& target, const Tokenizer& target_tokenizer) const {
+  if (!file_) return Status::ok();  // the target itself
   if (config().vocab_size != target.vocab_size)
     return invalid_argument("the draft model has " + std::to_string(config().vocab_size) +
                             " vocabulary rows but the target has " + std::to_string(target.vocab_size) +
@@ -35,9 +55,11 @@ Status DraftModel::check_vocabulary(const ModelConfig& target, const Tokenizer& 
 }
 
 int64_t DraftModel::bytes_per_block(int32_t block_size, DType kv_dtype) const {
+  // A skipped layer's rows are never written: its pages stay untouched
+  // (KVStorage zeroes lazily), so only the layers run take memory.
   const ModelConfig& m = config();
   return static_cast<int64_t>(
-      KVStorage::bytes_per_block(m.num_layers, block_size, m.num_kv_heads, m.head_dim, kv_dtype));
+      KVStorage::bytes_per_block(num_layers_run(), block_size, m.num_kv_heads, m.head_dim, kv_dtype));
 }
 
 Status DraftModel::start(int32_t num_blocks, int32_t num_host_blocks, int32_t block_size, DType kv_dtype,
@@ -51,7 +73,7 @@ Status DraftModel::start(int32_t num_blocks, int32_t num_host_blocks, int32_t bl
   }
   block_size_ = block_size;
   pool_ = &pool;
-  model_->repack(pool);
+  if (own_model_) own_model_->repack(pool);  // the target repacked itself
   return Status::ok();
 }
 
@@ -138,11 +160,20 @@ void DraftModel::run(std::span<Job> jobs, const KVCacheManager& kv) {
     seq.num_draft_lag = 0;
     max_drafts = std::max(max_drafts, j.num_drafts);
   }
+  pass_times_.clear();
   if (batch_.tokens.empty()) return;
+  auto t0 = std::chrono::steady_clock::now();
+  // Records a pass (forward and draws) as (tokens, seconds).
+  auto timed = [&](int32_t num_tokens) {
+    const auto t1 = std::chrono::steady_clock::now();
+    pass_times_.push_back({num_tokens, std::chrono::duration<double>(t1 - t0).count()});
+    t0 = t1;
+  };
   float* logits = forward();
   size_t row = 0;
   for (Job& j : jobs)
     if (j.num_drafts > 0) draw(j, logits + row++ * vocab, 0);
+  timed(static_cast<int32_t>(batch_.tokens.size()));
   // Pass i: draft i-1 of every job drafting more than i, drawing draft i.
   for (int32_t i = 1; i < max_drafts; ++i) {
     batch_.clear();
@@ -155,6 +186,7 @@ void DraftModel::run(std::span<Job> jobs, const KVCacheManager& kv) {
     row = 0;
     for (Job& j : jobs)
       if (j.num_drafts > i) draw(j, logits + row++ * vocab, i);
+    timed(static_cast<int32_t>(batch_.tokens.size()));
   }
 }
 

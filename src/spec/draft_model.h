@@ -54,6 +54,10 @@ class DraftModel {
 
   // Opens and binds the file (no KV memory yet, no repacking).
   static Result<std::unique_ptr<DraftModel>> open(const std::string& path);
+  // Self-speculative decoding (Draft & Verify, LayerSkip): the target itself
+  // with `skip` layers skipped (valid indices, at least one layer kept),
+  // over its own rows (the kept layers' K/V differs from the target's).
+  static std::unique_ptr<DraftModel> self(LlamaModel& target, std::span<const int32_t> skip);
   // Errors unless the draft can propose for the target: the same number of
   // embedding rows and the same token texts.
   Status check_vocabulary(const ModelConfig& target, const Tokenizer& target_tokenizer) const;
@@ -65,7 +69,8 @@ class DraftModel {
   Status start(int32_t num_blocks, int32_t num_host_blocks, int32_t block_size, DType kv_dtype, ThreadPool& pool);
 
   const ModelConfig& config() const { return model_->config(); }
-  const gguf::GGUFFile& file() const { return *file_; }
+  // Layers the draft runs.
+  int32_t num_layers_run() const;
 
   // The step's block copies (copy-on-write, swap out and in), as the target
   // runs them. Call once per step before run().
@@ -79,6 +84,9 @@ class DraftModel {
   // sequence's cache (1 when every draft was accepted: the last one was
   // never fed to the draft), caught up at its next run().
   static void after_verify(Sequence& seq, int32_t num_drafts, int32_t num_accepted);
+  // The last run()'s passes: (batched tokens, seconds of the forward and the
+  // draws), for the planner's cost model to learn from.
+  const std::vector<std::pair<int32_t, double>>& pass_times() const { return pass_times_; }
 
   // Seconds of one draft forward over n tokens (one per sequence, as a draft
   // position is), the best of a few runs; for the speculation planner. Writes
@@ -90,14 +98,16 @@ class DraftModel {
   // One forward over batch_; returns its logits rows.
   float* forward();
 
-  std::unique_ptr<gguf::GGUFFile> file_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<gguf::GGUFFile> file_;   // a separate draft model's file
+  std::unique_ptr<LlamaModel> own_model_;  // a separate draft model
+  LlamaModel* model_ = nullptr;            // own_model_, or the target (self)
   std::unique_ptr<KVStorage> kv_storage_;
   std::unique_ptr<KVStorage> host_storage_;
   ThreadPool* pool_ = nullptr;
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<float> logits_;
+  std::vector<std::pair<int32_t, double>> pass_times_;
   std::vector<float> probs_;      // scratch: one draft distribution
   std::vector<int32_t> history_;  // scratch: output plus drafts so far, for the sampler's penalties
 };

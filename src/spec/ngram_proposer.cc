@@ -15,6 +15,8 @@ bool parse_spec_method(std::string_view name, SpecMethod* out) {
     *out = SpecMethod::kRetrieval;
   } else if (name == "draft") {
     *out = SpecMethod::kDraft;
+  } else if (name == "layer-skip") {
+    *out = SpecMethod::kLayerSkip;
   } else {
     return false;
   }
@@ -27,6 +29,7 @@ const char* spec_method_name(SpecMethod m) {
     case SpecMethod::kNgram: return "ngram";
     case SpecMethod::kRetrieval: return "retrieval";
     case SpecMethod::kDraft: return "draft";
+    case SpecMethod::kLayerSkip: return "layer-skip";
   }
   return "?";
 }

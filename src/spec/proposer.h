@@ -16,9 +16,10 @@ enum class SpecMethod {
   kNgram,      // prompt lookup: continue a repeated n-gram of the sequence itself
   kRetrieval,  // REST: continue the context's longest match in a corpus datastore
   kDraft,      // a smaller model with the same vocabulary drafts (spec/draft_model.h)
+  kLayerSkip,  // the target with layers skipped drafts for itself (spec/layer_skip.h)
 };
 
-// Parses "none" | "ngram" | "retrieval" | "draft"; false for anything else.
+// Parses "none" | "ngram" | "retrieval" | "draft" | "layer-skip"; false for anything else.
 bool parse_spec_method(std::string_view name, SpecMethod* out);
 const char* spec_method_name(SpecMethod m);
 

@@ -100,6 +100,37 @@ TEST(Cli, GenerateWithADraftModelPrintsTheSameText) {
   }
 }
 
+TEST(Cli, TuneSkipThenGenerateWithLayerSkip) {
+  // tune-skip stores a set beside a copy of the bundled model, which
+  // --spec layer-skip then finds without a flag; greedy text is unchanged.
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("pagoda_cli_skip_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/m.gguf";
+  std::filesystem::copy_file(std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf", model);
+  const auto tune = run("spec tune-skip -m " + model + " -f " + std::string(PAGODA_SOURCE_DIR) +
+                        "/models/heldout-sample.txt --max-tokens 128 -t 1");
+  ASSERT_EQ(tune.exit_code, 0) << tune.err;
+  EXPECT_NE(tune.err.find("estimated speed-up"), std::string::npos) << tune.err;
+  ASSERT_TRUE(std::filesystem::exists(model + ".skip-layers"));
+  const std::string args = "generate -m " + model + " -p 'And the LORD said' -n 40 --temp 0 -t 2 --ignore-eos";
+  const auto off = run(args);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto on = run(args + " --spec layer-skip --num-spec-tokens 3");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, off.out);
+  EXPECT_NE(on.err.find("speculative (layer-skip):"), std::string::npos) << on.err;
+  const auto flag = run(args + " --spec layer-skip --skip-layers 1 --num-spec-tokens 3");
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_EQ(flag.out, off.out);
+  // Without the file and the flag: a clear error naming both.
+  std::filesystem::remove(model + ".skip-layers");
+  const auto none = run(args + " --spec layer-skip");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("--skip-layers"), std::string::npos) << none.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, BuildDatastoreThenGenerateWithRetrieval) {
   const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
   const std::string corpus = std::string(PAGODA_SOURCE_DIR) + "/models/heldout-sample.txt";
@@ -274,6 +305,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownSpecMethod", "generate -m " + kStories + " -p hi --spec medusa2"},
         BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
         BadCase{"DraftWithoutModel", "generate -m " + kStories + " -p hi --spec draft"},
+        BadCase{"SkipLayersOutOfRange", "generate -m " + kStories + " -p hi --spec layer-skip --skip-layers 99"},
+        BadCase{"TuneSkipNoText", "spec tune-skip -m " + kStories + " -f /nonexistent"},
         BadCase{"DraftModelMissing", "generate -m " + kStories + " -p hi --spec draft --draft-model /nonexistent.gguf"},
         BadCase{"DraftModelNotAGguf", "generate -m " + kStories + " -p hi --spec draft --draft-model /etc/passwd"},
         BadCase{"SpecNoTool", "spec"}, BadCase{"SpecUnknownTool", "spec build-everything"},

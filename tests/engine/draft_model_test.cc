@@ -10,6 +10,8 @@
 //    0.9, logit_bias leaving 6 tokens) matches the exact one computed from
 //    the target's logits, by a chi-square test;
 //  - a draft model with another vocabulary, or none, is a clear error.
+// The same for self-speculation (layer skip: the target with layers 2 and 3
+// skipped drafts for itself).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,26 +29,33 @@ const std::string kModels = std::string(PAGODA_SOURCE_DIR) + "/models/";
 const std::string kTarget = kModels + "pagoda-small.gguf";
 const std::string kDraft = kModels + "pagoda-small-draft.gguf";
 
+// Layer-skip cases skip the target's layers 2 and 3 (of 5).
+constexpr const char* kSkip = "2,3";
+
 struct DraftCase {
   const char* name;
   int32_t budget;
   int32_t kv_blocks;  // 0: plenty
   PreemptMode mode;
   int32_t num_spec_tokens;  // 0: auto, with drafts made free
+  SpecMethod method = SpecMethod::kDraft;
 };
 
-// K + V bytes of one block of the target and the draft together.
-int64_t pair_block_bytes(int32_t block_size) {
-  int64_t total = 0;
-  for (const std::string& path : {kTarget, kDraft}) {
-    auto file = gguf::GGUFFile::open(path);
-    EXPECT_TRUE(file.is_ok());
-    auto model = LlamaModel::load(**file);
-    EXPECT_TRUE(model.is_ok());
-    const ModelConfig& mc = (*model)->config();
-    total += static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, block_size, mc.num_kv_heads, mc.head_dim));
-  }
-  return total;
+ModelConfig config_of(const std::string& path) {
+  auto file = gguf::GGUFFile::open(path);
+  EXPECT_TRUE(file.is_ok());
+  auto model = LlamaModel::load(**file);
+  EXPECT_TRUE(model.is_ok());
+  return (*model)->config();
+}
+
+// K + V bytes of one block of the target and its draft together.
+int64_t pair_block_bytes(int32_t block_size, SpecMethod method) {
+  const ModelConfig t = config_of(kTarget);
+  const ModelConfig d = method == SpecMethod::kDraft ? config_of(kDraft) : t;
+  const int32_t draft_layers = method == SpecMethod::kDraft ? d.num_layers : t.num_layers - 2;
+  return static_cast<int64_t>(KVStorage::bytes_per_block(t.num_layers, block_size, t.num_kv_heads, t.head_dim) +
+                              KVStorage::bytes_per_block(draft_layers, block_size, d.num_kv_heads, d.head_dim));
 }
 
 std::unique_ptr<Engine> engine(const DraftCase& c, bool spec) {
@@ -56,14 +65,15 @@ std::unique_ptr<Engine> engine(const DraftCase& c, bool spec) {
   cfg.sched.max_num_batched_tokens = c.budget;
   cfg.sched.max_num_seqs = 8;
   cfg.sched.preempt_mode = c.mode;
-  const int64_t block_bytes = pair_block_bytes(4);
+  const int64_t block_bytes = pair_block_bytes(4, c.method);
   // The same number of blocks with and without the draft: the same
   // preemptions are possible in both runs.
   cfg.kv_cache_bytes = c.kv_blocks > 0 ? block_bytes * c.kv_blocks : 64 << 20;
   cfg.swap_space_bytes = block_bytes * 256;
   if (spec) {
-    cfg.spec_method = SpecMethod::kDraft;
+    cfg.spec_method = c.method;
     cfg.draft_model = kDraft;
+    cfg.skip_layers = kSkip;
     cfg.num_spec_tokens = c.num_spec_tokens;
   }
   auto e = Engine::create(kTarget, cfg);
@@ -155,14 +165,20 @@ TEST_P(DraftModelGreedy, OutputsEqualSpeculationOff) {
               static_cast<long long>(st.num_steps), static_cast<long long>(off->stats().num_steps));
 }
 
-INSTANTIATE_TEST_SUITE_P(Batches, DraftModelGreedy,
-                         ::testing::Values(DraftCase{"roomy", 256, 0, PreemptMode::kRecompute, 4},
-                                           DraftCase{"chunked_prefill", 7, 0, PreemptMode::kRecompute, 3},
-                                           DraftCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
-                                           DraftCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2},
-                                           DraftCase{"auto_free", 256, 0, PreemptMode::kRecompute, 0},
-                                           DraftCase{"auto_free_preempt", 32, 40, PreemptMode::kSwap, 0}),
-                         [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Batches, DraftModelGreedy,
+    ::testing::Values(DraftCase{"roomy", 256, 0, PreemptMode::kRecompute, 4},
+                      DraftCase{"chunked_prefill", 7, 0, PreemptMode::kRecompute, 3},
+                      DraftCase{"preempt_recompute", 32, 40, PreemptMode::kRecompute, 5},
+                      DraftCase{"preempt_swap", 32, 40, PreemptMode::kSwap, 2},
+                      DraftCase{"auto_free", 256, 0, PreemptMode::kRecompute, 0},
+                      DraftCase{"auto_free_preempt", 32, 40, PreemptMode::kSwap, 0},
+                      DraftCase{"skip_roomy", 256, 0, PreemptMode::kRecompute, 4, SpecMethod::kLayerSkip},
+                      DraftCase{"skip_chunked_prefill", 7, 0, PreemptMode::kRecompute, 3, SpecMethod::kLayerSkip},
+                      DraftCase{"skip_preempt_recompute", 32, 40, PreemptMode::kRecompute, 5, SpecMethod::kLayerSkip},
+                      DraftCase{"skip_preempt_swap", 32, 40, PreemptMode::kSwap, 2, SpecMethod::kLayerSkip},
+                      DraftCase{"skip_auto_free", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLayerSkip}),
+    [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
 
 // Chi-square statistic against probabilities (bins expected < 5 pooled)
 // and its critical value at alpha = 1e-4 (Wilson–Hilferty).
@@ -192,7 +208,9 @@ std::pair<double, double> chi_square(const std::map<int64_t, int64_t>& counts, c
   return {stat, df * std::pow(1 - a + 3.719 * std::sqrt(a), 3)};
 }
 
-TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
+// The first three sampled tokens of `method`'s runs against the exact joint
+// distribution, for each top_p.
+void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) {
   const std::vector<int32_t> prompt = {1, 412, 97, 1051};
   // logit_bias bans all but six tokens (in both models' processing: the
   // draft's sampler uses the request's parameters), so 6^3 joint outcomes.
@@ -210,7 +228,7 @@ TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
   std::partial_sort(allowed.begin(), allowed.begin() + 6, allowed.end(),
                     [&](int32_t a, int32_t b) { return first_logits[a] > first_logits[b]; });
   allowed.resize(6);
-  for (const float top_p : {1.0f, 0.9f}) {
+  for (const float top_p : top_ps) {
     SamplingParams sp;
     sp.temperature = 1.0f;
     sp.top_p = top_p;
@@ -241,8 +259,9 @@ TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
     cfg.num_threads = 1;
     cfg.sched.max_num_seqs = 256;
     cfg.block_size = 2;  // the prompt's first blocks come from the prefix cache
-    cfg.spec_method = SpecMethod::kDraft;
+    cfg.spec_method = method;
     cfg.draft_model = kDraft;
+    cfg.skip_layers = kSkip;
     cfg.num_spec_tokens = 2;
     auto e = Engine::create(kTarget, cfg);
     ASSERT_TRUE(e.is_ok()) << e.status().message();
@@ -275,6 +294,27 @@ TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
     EXPECT_LT(st.num_accepted_draft_tokens, st.num_draft_tokens) << "no draft rejected: the residual went untested";
     std::printf("top_p %.1f: chi2 %.1f (critical %.1f), acceptance %.2f over %lld drafts\n", top_p, stat, critical,
                 st.spec_acceptance_rate(), static_cast<long long>(st.num_draft_tokens));
+  }
+}
+
+TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
+  const float top_ps[] = {1.0f, 0.9f};
+  check_first_three_tokens(SpecMethod::kDraft, top_ps);
+}
+
+TEST(LayerSkipSampling, FirstThreeTokensKeepTheTargetDistribution) {
+  const float top_ps[] = {0.9f};
+  check_first_three_tokens(SpecMethod::kLayerSkip, top_ps);
+}
+
+TEST(LayerSkip, NeedsAValidSkipSet) {
+  EngineConfig cfg;
+  cfg.spec_method = SpecMethod::kLayerSkip;
+  for (const char* bad : {"5", "0,1,2,3,4", "x", "1,,2", "-1"}) {
+    cfg.skip_layers = bad;
+    auto e = Engine::create(kTarget, cfg);
+    ASSERT_FALSE(e.is_ok()) << bad;
+    EXPECT_NE(e.status().message().find("skip layers"), std::string::npos) << e.status().message();
   }
 }
 
