@@ -100,6 +100,9 @@ int cmd_generate(int argc, char** argv) {
                kv_type.c_str(), kv_policy.policy.c_str());
   if (cfg.spec_method != SpecMethod::kNone) {
     std::fprintf(stderr, "speculative (%s): %s\n", spec_method_name(cfg.spec_method), spec_summary(st).c_str());
+    if (e.draft_model())
+      std::fprintf(stderr, "draft passes on %d thread(s), %d of %d layers\n", e.draft_model()->num_threads(),
+                   e.draft_model()->num_layers_run(), e.draft_model()->config().num_layers);
     if (!e.step_cost_model().empty())
       std::fprintf(stderr, "auto draft lengths planned with step times: %s\n",
                    step_cost_summary(e.step_cost_model()).c_str());

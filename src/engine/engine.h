@@ -90,8 +90,15 @@ class Engine : private DecodingHost {
   // num_spec_tokens is auto, then refined by every step); tests and
   // benchmarks may replace it with a fixed one (not refined).
   const StepCostModel& step_cost_model() const { return step_cost_; }
+  // The draft model or layer-skip draft; null for other methods.
+  const DraftModel* draft_model() const { return draft_.get(); }
   void set_step_cost_model(StepCostModel m) {
     step_cost_ = std::move(m);
+    learn_step_cost_ = false;
+  }
+  // The same for a draft model's (or layer-skip draft's) forward time.
+  void set_draft_cost_model(StepCostModel m) {
+    draft_cost_ = std::move(m);
     learn_step_cost_ = false;
   }
 

@@ -74,8 +74,25 @@ Status DraftModel::start(int32_t num_blocks, int32_t num_host_blocks, int32_t bl
   block_size_ = block_size;
   pool_ = &pool;
   if (own_model_) own_model_->repack(pool);  // the target repacked itself
+  if (pool.num_threads() > 1) {
+    // A small draft's matmuls take microseconds: waking the pool can cost
+    // more than it saves. Time a one-token forward both ways, keep the
+    // faster (measured here, once).
+    single_pool_ = std::make_unique<ThreadPool>(1);
+    const int32_t context = std::min(32, num_blocks * block_size - 1);
+    const std::vector<int32_t> one = {1};
+    const double shared = profile_step_times(one, context).at(0).second;
+    pool_ = single_pool_.get();
+    const double single = profile_step_times(one, context).at(0).second;
+    if (shared <= single) {
+      pool_ = &pool;
+      single_pool_.reset();
+    }
+  }
   return Status::ok();
 }
+
+int32_t DraftModel::num_threads() const { return pool_ ? pool_->num_threads() : 0; }
 
 void DraftModel::copy_blocks(const SchedulerOutput& out) {
   // The target's order (ModelRunner::copy_blocks). Streaming eviction's

@@ -65,12 +65,16 @@ class DraftModel {
   int64_t bytes_per_block(int32_t block_size, DType kv_dtype) const;
   // Allocates the draft's rows for every device and host block of the
   // target's manager and repacks the weights on `pool` (the target's: the
-  // two models never run at once).
+  // two models never run at once). The draft then runs on `pool`, or on one
+  // thread of its own when a timed forward says that is faster (a small
+  // draft on a multi-thread pool pays more for waking it than it gains).
   Status start(int32_t num_blocks, int32_t num_host_blocks, int32_t block_size, DType kv_dtype, ThreadPool& pool);
 
   const ModelConfig& config() const { return model_->config(); }
   // Layers the draft runs.
   int32_t num_layers_run() const;
+  // Threads its forwards run on (after start()).
+  int32_t num_threads() const;
 
   // The step's block copies (copy-on-write, swap out and in), as the target
   // runs them. Call once per step before run().
@@ -103,7 +107,8 @@ class DraftModel {
   LlamaModel* model_ = nullptr;            // own_model_, or the target (self)
   std::unique_ptr<KVStorage> kv_storage_;
   std::unique_ptr<KVStorage> host_storage_;
-  ThreadPool* pool_ = nullptr;
+  ThreadPool* pool_ = nullptr;               // the target's, or single_pool_
+  std::unique_ptr<ThreadPool> single_pool_;  // one thread, when that is faster
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<float> logits_;

@@ -38,7 +38,7 @@ struct DraftCase {
   int32_t budget;
   int32_t kv_blocks;  // 0: plenty
   PreemptMode mode;
-  int32_t num_spec_tokens;  // 0: auto, with drafts made free
+  int32_t num_spec_tokens;  // 0: auto, with verification and drafting made free
   SpecMethod method = SpecMethod::kDraft;
 };
 
@@ -79,7 +79,12 @@ std::unique_ptr<Engine> engine(const DraftCase& c, bool spec) {
   }
   auto e = Engine::create(kTarget, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
-  if (spec && c.num_spec_tokens == 0) (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
+  if (spec && c.num_spec_tokens == 0) {
+    // Verification and drafting both free (not timed: a slow sanitizer
+    // build must plan the same drafts).
+    (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
+    (*e)->set_draft_cost_model(StepCostModel({{1, 0.0}, {4096, 0.0}}));
+  }
   return std::move(e).value();
 }
 
