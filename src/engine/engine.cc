@@ -69,8 +69,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
 
   RunnerConfig rc = runner_config(config);
   int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
-  std::vector<int32_t> skip;  // layer-skip's set
   if (config.spec_method == SpecMethod::kLayerSkip) {
+    std::vector<int32_t> skip;
     const std::string beside = skip_layers_path(model_path);
     if (!config.skip_layers.empty()) {
       PAGODA_ASSIGN_OR_RETURN(skip, parse_skip_layers(config.skip_layers, mc.num_layers));
@@ -80,17 +80,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
       return invalid_argument("layer-skip speculation needs the layers to skip: --skip-layers LIST, or " + beside +
                               " (written by `pagoda spec tune-skip`)");
     }
-    if (skip.empty()) return invalid_argument("layer-skip speculation needs at least one layer to skip");
-    block_bytes += static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers - static_cast<int32_t>(skip.size()),
-                                                                   rc.block_size, mc.num_kv_heads, mc.head_dim,
-                                                                   rc.kv_cache_dtype));
+    // The model object outlives the move of its pointer into the runner.
+    e->draft_ = DraftModel::self(*model, skip);
   }
   if (config.spec_method == SpecMethod::kDraft) {
-    // The draft's rows live in the target's blocks: a block costs both.
     PAGODA_ASSIGN_OR_RETURN(e->draft_, DraftModel::open(config.draft_model));
     PAGODA_RETURN_IF_ERROR(e->draft_->check_vocabulary(mc, *e->tokenizer_));
-    block_bytes += e->draft_->bytes_per_block(rc.block_size, rc.kv_cache_dtype);
   }
+  // The draft's rows live in the target's blocks: a block costs both.
+  if (e->draft_) block_bytes += e->draft_->bytes_per_block(rc.block_size, rc.kv_cache_dtype);
   if (config.kv_cache_bytes < block_bytes)
     return invalid_argument("KV cache memory (" + std::to_string(config.kv_cache_bytes) +
                             " bytes) is smaller than one block of the target and its draft (" +
@@ -118,7 +116,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
   e->num_spec_tokens_ = config.num_spec_tokens == 0 ? kMaxAutoSpecTokens : config.num_spec_tokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
-  if (config.spec_method == SpecMethod::kLayerSkip) e->draft_ = DraftModel::self(e->runner_->mutable_model(), skip);
   if (e->draft_) {
     PAGODA_RETURN_IF_ERROR(e->draft_->start(static_cast<int32_t>(rc.num_blocks),
                                             static_cast<int32_t>(rc.num_host_blocks), rc.block_size, rc.kv_cache_dtype,

@@ -1,10 +1,10 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 
 #include "core/check.h"
+#include "core/timing.h"
 #include "kernels/attention.h"
 
 namespace pagoda {
@@ -126,17 +126,7 @@ std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::spa
     }
     batch_.seqs.push_back(SeqSlice{0, n, kv_len, table.data()});
     logits_.resize(static_cast<size_t>(n) * static_cast<size_t>(config().vocab_size));
-    // The fastest of at least three timed runs and 20 ms (small steps are
-    // noisy), after a warm-up run.
-    double best = 0.0, spent = 0.0;
-    for (int run = 0; run < 4 || (spent < 0.02 && run < 64); ++run) {
-      const auto t0 = std::chrono::steady_clock::now();
-      model_->forward(batch_, *kv_storage_, *pool_, logits_.data());
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (run == 0) continue;
-      best = run == 1 ? s : std::min(best, s);
-      spent += s;
-    }
+    const double best = fastest_run_seconds([&] { model_->forward(batch_, *kv_storage_, *pool_, logits_.data()); });
     times.push_back({n, best});
   }
   return times;

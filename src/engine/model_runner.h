@@ -59,9 +59,6 @@ class ModelRunner {
   const LlamaModel& model() const { return *model_; }
   int32_t num_threads() const { return pool_->num_threads(); }
   ThreadPool& pool() { return *pool_; }
-  // The model itself, for a self-speculative draft that runs it with
-  // layers skipped (spec/draft_model.h); the two never run at once.
-  LlamaModel& mutable_model() { return *model_; }
   // Runs later forwards with these layers skipped (ForwardBatch::
   // skip_layers; empty: all layers): for measuring a skip set.
   void set_skip_layers(std::vector<uint8_t> skip) { batch_.skip_layers = std::move(skip); }

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/timing.h"
 
 namespace pagoda {
 
@@ -234,16 +235,7 @@ std::vector<std::pair<int32_t, double>> DraftModel::profile_step_times(std::span
       batch_.slots.push_back(int64_t{t[context / block_size_].value} * block_size_ + context % block_size_);
       batch_.logit_rows.push_back(s);
     }
-    double best = 0.0, spent = 0.0;
-    for (int run = 0; run < 4 || (spent < 0.02 && run < 64); ++run) {
-      const auto t0 = std::chrono::steady_clock::now();
-      forward();
-      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (run == 0) continue;
-      best = run == 1 ? sec : std::min(best, sec);
-      spent += sec;
-    }
-    times.push_back({n, best});
+    times.push_back({n, fastest_run_seconds([&] { forward(); })});
   }
   return times;
 }

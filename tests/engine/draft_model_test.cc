@@ -19,6 +19,7 @@
 #include <random>
 
 #include "../build_kind.h"
+#include "../chi_square.h"
 #include "engine/engine.h"
 #include "engine/prompt_logits.h"
 #include "engine_test_util.h"
@@ -186,34 +187,6 @@ INSTANTIATE_TEST_SUITE_P(
                       DraftCase{"skip_auto_free", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLayerSkip}),
     [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
 
-// Chi-square statistic against probabilities (bins expected < 5 pooled)
-// and its critical value at alpha = 1e-4 (Wilson–Hilferty).
-std::pair<double, double> chi_square(const std::map<int64_t, int64_t>& counts, const std::map<int64_t, double>& probs,
-                                     int64_t n) {
-  double stat = 0, pooled_e = 0, pooled_c = 0;
-  int df = -1;
-  for (const auto& [k, c] : counts)
-    if (!probs.count(k) || probs.at(k) <= 0) stat = INFINITY;
-  for (const auto& [k, p] : probs) {
-    const double e = p * static_cast<double>(n);
-    const double c = counts.count(k) ? static_cast<double>(counts.at(k)) : 0.0;
-    if (e < 5) {
-      pooled_e += e;
-      pooled_c += c;
-      continue;
-    }
-    stat += (c - e) * (c - e) / e;
-    ++df;
-  }
-  if (pooled_e > 0) {
-    stat += (pooled_c - pooled_e) * (pooled_c - pooled_e) / std::max(pooled_e, 1e-9);
-    ++df;
-  }
-  df = std::max(df, 1);
-  const double a = 2.0 / (9.0 * df);
-  return {stat, df * std::pow(1 - a + 3.719 * std::sqrt(a), 3)};
-}
-
 // The first three sampled tokens of `method`'s runs against the exact joint
 // distribution, for each top_p.
 void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) {
@@ -295,7 +268,7 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) 
       ASSERT_EQ(t.size(), 4u);
       ++counts[(int64_t{t[0]} * vocab + t[1]) * vocab + t[2]];
     }
-    const auto [stat, critical] = chi_square(counts, probs, n);
+    const auto [stat, critical] = testing_util::chi_square(counts, probs, n);
     EXPECT_LT(stat, critical) << "top_p " << top_p;
     const EngineStats& st = (*e)->stats();
     EXPECT_GT(st.num_accepted_draft_tokens, 0);

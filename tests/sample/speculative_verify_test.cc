@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "../chi_square.h"
 #include "sample/sampler.h"
 
 namespace pagoda {
@@ -20,40 +21,8 @@ namespace {
 
 constexpr int32_t kVocab = 6;
 
-// Chi-square statistic of counts against probabilities (bins with expected
-// count < 5 pooled) and its critical value at alpha = 1e-4 (Wilson–Hilferty).
-// A draw in a zero-probability bin makes the statistic infinite.
-struct ChiSquare {
-  double stat = 0;
-  double critical = 0;
-};
-ChiSquare chi_square(const std::map<int64_t, int64_t>& counts, const std::map<int64_t, double>& probs, int64_t n) {
-  ChiSquare r;
-  double pooled_expected = 0, pooled_count = 0;
-  int df = -1;
-  for (const auto& [k, c] : counts)
-    if (!probs.count(k) || probs.at(k) <= 0) r.stat = INFINITY;
-  for (const auto& [k, p] : probs) {
-    const double e = p * static_cast<double>(n);
-    const double c = counts.count(k) ? static_cast<double>(counts.at(k)) : 0.0;
-    if (e < 5) {
-      pooled_expected += e;
-      pooled_count += c;
-      continue;
-    }
-    r.stat += (c - e) * (c - e) / e;
-    ++df;
-  }
-  if (pooled_expected > 0) {
-    r.stat += (pooled_count - pooled_expected) * (pooled_count - pooled_expected) / std::max(pooled_expected, 1e-9);
-    ++df;
-  }
-  df = std::max(df, 1);
-  const double z = 3.719;  // upper 1e-4 quantile of N(0, 1)
-  const double a = 2.0 / (9.0 * df);
-  r.critical = df * std::pow(1 - a + z * std::sqrt(a), 3);
-  return r;
-}
+using testing_util::chi_square;
+using testing_util::ChiSquare;
 
 std::vector<float> random_logits(uint32_t seed) {
   std::mt19937 rng(seed);
@@ -194,10 +163,9 @@ std::vector<int32_t> first3(Sampler& s, const std::vector<int32_t>& prompt, cons
   return out;
 }
 
-ChiSquare chain_test(const Verifier& verify, const SamplingParams& sp) {
-  const std::vector<int32_t> prompt = {3, 1};
-  Sampler s(sp, kVocab);
-  // Exact joint probability of the first 3 tokens without speculation.
+// Exact joint probability of the first 3 tokens sampled without
+// speculation after `prompt`, keyed (t0 * kVocab + t1) * kVocab + t2.
+std::map<int64_t, double> exact_first3(Sampler& s, const std::vector<int32_t>& prompt) {
   std::map<int64_t, double> probs;
   std::vector<float> p0, p1, p2;
   for (int32_t a = 0; a < kVocab; ++a) {
@@ -214,6 +182,13 @@ ChiSquare chain_test(const Verifier& verify, const SamplingParams& sp) {
       }
     }
   }
+  return probs;
+}
+
+ChiSquare chain_test(const Verifier& verify, const SamplingParams& sp) {
+  const std::vector<int32_t> prompt = {3, 1};
+  Sampler s(sp, kVocab);
+  const std::map<int64_t, double> probs = exact_first3(s, prompt);
   const int64_t n = 30000;
   std::map<int64_t, int64_t> counts;
   for (int64_t i = 0; i < n; ++i) {
@@ -338,22 +313,7 @@ ChiSquare chain_q_test(const QVerifier& verify, const SamplingParams& sp) {
   dp.temperature = 1.0f;
   dp.seed = 78;
   Sampler d(dp, kVocab);
-  std::map<int64_t, double> probs;
-  std::vector<float> p0, p1, p2;
-  for (int32_t a = 0; a < kVocab; ++a) {
-    s.probabilities(target_logits(prompt).data(), prompt, {}, p0);
-    for (int32_t b = 0; b < kVocab; ++b) {
-      std::vector<int32_t> ca = prompt, oa = {a};
-      ca.push_back(a);
-      s.probabilities(target_logits(ca).data(), prompt, oa, p1);
-      for (int32_t c = 0; c < kVocab; ++c) {
-        std::vector<int32_t> cb = ca, ob = {a, b};
-        cb.push_back(b);
-        s.probabilities(target_logits(cb).data(), prompt, ob, p2);
-        probs[(a * kVocab + b) * kVocab + c] = static_cast<double>(p0[a]) * p1[b] * p2[c];
-      }
-    }
-  }
+  const std::map<int64_t, double> probs = exact_first3(s, prompt);
   const int64_t n = 30000;
   std::map<int64_t, int64_t> counts;
   for (int64_t i = 0; i < n; ++i) {
