@@ -250,6 +250,8 @@ int bench_throughput(int argc, char** argv) {
       {"spec_acceptance_rate", st.spec_acceptance_rate()},
       {"spec_mean_accepted_len", st.spec_mean_accepted_len()},
       {"spec_draft_s", st.spec_draft_seconds},
+      {"grammar_masks", st.num_grammar_masks},
+      {"grammar_mask_s", st.grammar_mask_seconds},
       {"spec_verify_s", st.spec_verify_seconds},
   };
   if (json) {

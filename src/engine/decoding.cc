@@ -1,6 +1,7 @@
 #include "engine/decoding.h"
 
 #include <algorithm>
+#include <limits>
 #include <span>
 
 #include "core/check.h"
@@ -21,6 +22,10 @@ class PlainDecoding : public DecodingStrategy {
   PlainDecoding(Request& req, DecodingHost& host) : req_(req), host_(host) {}
   void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) override {
     PAGODA_CHECK(num_rows == 1);
+    if (!apply_grammar(c, logits, c.sampler->vocab_size(), host_)) {
+      outputs.push_back(grammar_dead_end(c, host_));
+      return;
+    }
     outputs.push_back(emit_token(c, sample_choice(c, logits), host_));
   }
   bool done() const override { return req_.num_finished == static_cast<int32_t>(req_.choices.size()); }
@@ -46,7 +51,12 @@ class ParallelSampling : public PlainDecoding {
     const int32_t vocab_size = parent.sampler->vocab_size();
     for (int32_t i = 1; i < req_.spec.n; ++i) {
       Choice& child = host_.fork_choice(req_, parent);
+      if (parent.matcher) *child.matcher = *parent.matcher;
       scratch_.assign(logits, logits + vocab_size);  // sampling modifies its logits
+      if (!apply_grammar(child, scratch_.data(), vocab_size, host_)) {
+        outputs.push_back(grammar_dead_end(child, host_));
+        continue;
+      }
       outputs.push_back(emit_token(child, sample_choice(child, scratch_.data()), host_));
     }
   }
@@ -64,12 +74,48 @@ std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingH
   return std::make_unique<PlainDecoding>(req, host);
 }
 
+bool apply_grammar(Choice& c, float* logits, int32_t vocab_size, DecodingHost& host) {
+  if (!c.matcher) return true;
+  const double t0 = host.now();
+  const grammar::TokenVocab& vocab = host.grammar_vocab();
+  thread_local grammar::TokenMask mask;
+  c.matcher->fill_mask(vocab, &mask);
+  const int32_t n = std::min(vocab_size, vocab.size());
+  bool any = false;
+  for (int32_t t = 0; t < n; ++t) {
+    if (grammar::mask_has(mask, t)) {
+      any = true;
+    } else {
+      logits[t] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  for (int32_t t = n; t < vocab_size; ++t) logits[t] = -std::numeric_limits<float>::infinity();
+  host.record_grammar_mask(host.now() - t0);
+  return any;
+}
+
+RequestOutput grammar_dead_end(Choice& c, DecodingHost& host) {
+  RequestOutput o;
+  o.id = c.seq.request_id;
+  o.index = c.seq.index;
+  o.finished = true;
+  o.finish_reason = FinishReason::kError;
+  o.error = "the grammar allows no token of this model's vocabulary here";
+  o.num_prompt_tokens = c.seq.num_prompt_tokens;
+  o.num_output_tokens = c.seq.num_output_tokens();
+  o.num_cached_tokens = c.request->num_cached_tokens;
+  o.timing = c.request->timing;
+  host.finish_choice(c, FinishReason::kError);
+  return o;
+}
+
 void merge_output(RequestOutput& into, RequestOutput next) {
   into.new_tokens.insert(into.new_tokens.end(), next.new_tokens.begin(), next.new_tokens.end());
   for (auto& sr : next.samples) into.samples.push_back(std::move(sr));
   into.text += next.text;
   into.finished = next.finished;
   into.finish_reason = next.finish_reason;
+  if (!next.error.empty()) into.error = next.error;
   into.num_output_tokens = next.num_output_tokens;
   into.timing = next.timing;
 }
@@ -90,6 +136,13 @@ RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host) {
 
   FinishReason reason = FinishReason::kNone;
   bool stopped_by_string = false;
+  // The mask allowed the token, so the grammar takes it (a row of NaN logits
+  // is the exception: the sampler then returns token 0).
+  bool grammar_error = false, grammar_done = false;
+  if (c.matcher) {
+    grammar_error = !c.matcher->accept_token(host.grammar_vocab(), token);
+    grammar_done = c.matcher->is_finished();
+  }
   const bool eos = !req.spec.ignore_eos && host.tokenizer().is_eog(token);
   const auto& stop_ids = req.spec.stop_token_ids;
   const bool stop_id = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
@@ -99,7 +152,13 @@ RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host) {
     o.text += c.stops->push(c.decoder->push(token), &stopped_by_string);
     if (stopped_by_string) reason = FinishReason::kStop;
   }
+  // A grammar with nothing left to add ends the text as its end token would.
+  if (reason == FinishReason::kNone && grammar_done) reason = FinishReason::kStop;
   if (reason == FinishReason::kNone && seq.num_tokens() >= seq.max_total_tokens) reason = FinishReason::kLength;
+  if (grammar_error) {
+    reason = FinishReason::kError;
+    o.error = "the sampled token does not continue the grammar (non-finite logits?)";
+  }
   if (reason != FinishReason::kNone && !stopped_by_string) {
     bool stopped = false;
     o.text += c.stops->push(c.decoder->flush(), &stopped);

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "grammar/matcher.h"
+#include "grammar/token_vocab.h"
 #include "sample/sampler.h"
 #include "sched/sequence.h"
 #include "spec/draft_planner.h"
@@ -37,6 +39,8 @@ struct Choice {
   // when greedy: q is then one-hot).
   std::unique_ptr<Sampler> draft_sampler;
   std::vector<float> draft_q;
+  // Structured output: the grammar's parse of this choice's text so far.
+  std::unique_ptr<grammar::Matcher> matcher;
 };
 
 struct Request {
@@ -69,6 +73,10 @@ class DecodingHost {
   virtual void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) = 0;
   // Time spent in the proposer, for the statistics.
   virtual void record_draft_seconds(double seconds) = 0;
+  // Structured output: the vocabulary as grammars see it (built on first
+  // use), and the time one token mask took.
+  virtual const grammar::TokenVocab& grammar_vocab() = 0;
+  virtual void record_grammar_mask(double seconds) = 0;
 };
 
 class DecodingStrategy {
@@ -96,6 +104,13 @@ RequestOutput emit_token(Choice& c, SampleResult sr, DecodingHost& host);
 std::unique_ptr<DecodingStrategy> make_beam_search(Request& req, DecodingHost& host);
 // Speculative decoding for n = 1 (engine/speculative_decoding.cc).
 std::unique_ptr<DecodingStrategy> make_speculative_decoding(Request& req, DecodingHost& host);
+
+// Structured output: sets the logits of every token c's grammar forbids next
+// to -inf (nothing for an unconstrained choice). False when the grammar
+// allows no token of the vocabulary: the caller ends the choice with
+// grammar_dead_end.
+bool apply_grammar(Choice& c, float* logits, int32_t vocab_size, DecodingHost& host);
+RequestOutput grammar_dead_end(Choice& c, DecodingHost& host);
 
 // Appends `next` (one token's output of the same choice) to `into`.
 void merge_output(RequestOutput& into, RequestOutput next);

@@ -160,6 +160,8 @@ Status Engine::validate(const RequestSpec& spec) const {
   if (spec.n < 1 || spec.n > 256) return invalid_argument("n must be in 1..256");
   if (spec.use_beam_search && (spec.beam_width < 1 || spec.beam_width > 64 || spec.n > spec.beam_width))
     return invalid_argument("beam search needs 1 <= n <= beam width <= 64");
+  if (spec.use_beam_search && spec.grammar)
+    return invalid_argument("structured output (a grammar, schema or regex) cannot be combined with beam search");
   PAGODA_ASSIGN_OR_RETURN(const KvPolicy policy, resolve_kv_policy(spec.kv_policy));
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
   if (policy.streaming()) {
@@ -187,7 +189,25 @@ std::unique_ptr<Choice> Engine::make_choice(Request& req, int32_t index, const S
   c->sampler = std::make_unique<Sampler>(sp, model_config().vocab_size);
   c->decoder = std::make_unique<StreamDecoder>(*tokenizer_);
   c->stops = std::make_unique<StopStringMatcher>(req.stops);  // one list for all choices
+  if (req.spec.grammar) c->matcher = std::make_unique<grammar::Matcher>(req.spec.grammar);
   return c;
+}
+
+const grammar::TokenVocab& Engine::grammar_vocab() {
+  if (!grammar_vocab_) {
+    const int32_t n = tokenizer_->vocab_size();
+    std::vector<std::string> pieces(static_cast<size_t>(n));
+    std::vector<bool> excluded(static_cast<size_t>(n), false);
+    std::vector<int32_t> end_ids;
+    for (int32_t t = 0; t < n; ++t) {
+      pieces[static_cast<size_t>(t)] = tokenizer_->token_to_piece(t);
+      // Control tokens are never text a grammar could match.
+      excluded[static_cast<size_t>(t)] = tokenizer_->is_control(t) || tokenizer_->is_eog(t);
+      if (tokenizer_->is_eog(t)) end_ids.push_back(t);
+    }
+    grammar_vocab_ = std::make_unique<grammar::TokenVocab>(std::move(pieces), excluded, std::move(end_ids));
+  }
+  return *grammar_vocab_;
 }
 
 Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId> id_in) {

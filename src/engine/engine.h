@@ -126,9 +126,12 @@ class Engine : private DecodingHost {
   int32_t num_spec_tokens() const override { return num_spec_tokens_; }
   void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) override;
   void record_draft_seconds(double seconds) override { stats_.record_draft_seconds(seconds); }
+  const grammar::TokenVocab& grammar_vocab() override;
+  void record_grammar_mask(double seconds) override { stats_.record_grammar_mask(seconds); }
 
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<grammar::TokenVocab> grammar_vocab_;  // built by the first constrained request
   std::unique_ptr<ModelRunner> runner_;
   KvPolicy kv_policy_;            // the server's (config.sched.kv_policy)
   bool index_sensitive_ = false;  // sliding windows or attention sinks: no SnapKV/H2O

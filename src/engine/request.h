@@ -1,10 +1,12 @@
 // What a client asks of the engine, and what it gets back each step.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sample/sampler.h"
 #include "sched/sequence.h"
 
@@ -27,6 +29,10 @@ struct RequestSpec {
   bool use_beam_search = false;
   int32_t beam_width = 1;
   float length_penalty = 1.0f;  // score = cum_logprob / length^length_penalty
+  // Structured output: every choice's text is a sentence of this grammar
+  // (tokens it forbids are masked before sampling; an end token is allowed
+  // once the text is complete). Null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // Per-request latency figures, seconds on the engine clock.

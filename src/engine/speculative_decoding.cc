@@ -4,7 +4,10 @@
 // the target (the correction, or a bonus token when every draft passed), and
 // proposes the drafts of the next step. Stop tokens, stop strings and
 // max_tokens end the run at the token that triggers them, exactly as without
-// speculation: tokens past it are never emitted.
+// speculation: tokens past it are never emitted. Under a grammar each row is
+// masked for the text accepted before it, so p is the constrained
+// distribution sampling without speculation uses; drafts the grammar refuses
+// are cut before they are scheduled.
 #include <algorithm>
 #include <optional>
 #include <span>
@@ -34,6 +37,15 @@ class SpeculativeDecoding : public DecodingStrategy {
       const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
       const std::span<const int32_t> output(seq.tokens.data() + seq.num_prompt_tokens, seq.num_output_tokens());
       bool accepted = false;
+      if (!apply_grammar(c, row, vocab_size, host_)) {
+        RequestOutput o = grammar_dead_end(c, host_);
+        if (out) {
+          merge_output(*out, std::move(o));
+        } else {
+          out = std::move(o);
+        }
+        break;
+      }
       // A draft model's drafts come with their distributions q.
       std::span<const float> q;
       if (!c.draft_q.empty() && i < num_drafts)
@@ -76,6 +88,14 @@ class SpeculativeDecoding : public DecodingStrategy {
     }
     const double t0 = host_.now();
     p.propose(c.seq.tokens, k, &c.seq.draft_tokens);
+    if (c.matcher) {
+      // Only drafts the grammar can accept are worth verifying.
+      grammar::Matcher m = *c.matcher;
+      auto& d = c.seq.draft_tokens;
+      size_t keep = 0;
+      while (keep < d.size() && !m.is_finished() && m.accept_token(host_.grammar_vocab(), d[keep])) ++keep;
+      d.resize(keep);
+    }
     host_.record_draft_seconds(host_.now() - t0);
   }
 

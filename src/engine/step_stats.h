@@ -27,6 +27,9 @@ struct EngineStats {
   int64_t num_spec_rejections = 0;  // verification steps that rejected a draft
   double spec_draft_seconds = 0;    // spent proposing drafts
   double spec_verify_seconds = 0;   // steps that verified at least one draft
+  // Structured output: token masks computed and the time they took.
+  int64_t num_grammar_masks = 0;
+  double grammar_mask_seconds = 0;
   double spec_acceptance_rate() const {
     return num_draft_tokens ? static_cast<double>(num_accepted_draft_tokens) / num_draft_tokens : 0.0;
   }
@@ -49,6 +52,10 @@ class StepStats {
   void record_step(const SchedulerOutput& out, int64_t num_generated, double seconds, double kv_waste);
   void record_finished_request() { ++stats_.num_finished; }
   void record_draft_seconds(double seconds) { stats_.spec_draft_seconds += seconds; }
+  void record_grammar_mask(double seconds) {
+    ++stats_.num_grammar_masks;
+    stats_.grammar_mask_seconds += seconds;
+  }
   void record_verification(int32_t num_drafts, int32_t num_accepted) {
     ++stats_.num_spec_verify_steps;
     stats_.num_draft_tokens += num_drafts;

@@ -54,6 +54,20 @@ MaybeError add_prompt(Job& job, std::vector<RequestSpec>& specs, const std::vect
   return std::nullopt;
 }
 
+// Structured output: the grammar of the request's response_format / guided_*
+// / grammar field, on every choice of the job.
+MaybeError attach_grammar(ServerState& st, const json& body, const http::Request& req, Job& job) {
+  static const char* kKeys[] = {"response_format", "guided_json", "guided_regex", "guided_choice",
+                                "guided_grammar",  "grammar",     "json_schema"};
+  bool any = false;
+  for (const char* k : kKeys) any = any || body.contains(k);
+  if (!any) return std::nullopt;
+  StructuredOutputRequest so;
+  // Schemas keep the client's key order: properties are generated in it.
+  if (auto e = parse_structured_output(nlohmann::ordered_json::parse(req.body), &so)) return e;
+  return compile_structured_output(so, st.grammars, &job.gen.base.grammar);
+}
+
 void respond_whole(Job& job, http::Responder& res) {
   // A client that left gets its requests aborted instead of served.
   auto collected = collect_choices(job.st->engine, job.streams, job.st->metrics, [&res] { return !res.client_gone(); });
@@ -169,6 +183,7 @@ void handle_completions(ServerState& st, const http::Request& req, http::Respond
   job->gen = cr.gen;
   job->logprobs = cr.logprobs;
   job->meta = {st.new_response_id("cmpl"), 0, st.config.served_model_name};
+  if (auto e = attach_grammar(st, body, req, *job)) return send_error(res, *e);
   if (cr.prompts.size() * static_cast<size_t>(cr.gen.n) > kMaxChoicesPerRequest)
     return send_error(
         res, bad_request(
@@ -199,6 +214,7 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   job->gen = cr.gen;
   job->logprobs = cr.logprobs ? cr.top_logprobs : -1;
   job->meta = {st.new_response_id("chatcmpl"), 0, st.config.served_model_name};
+  if (auto e = attach_grammar(st, body, req, *job)) return send_error(res, *e);
   // The history's answers keep the token ids they were generated as, so the
   // prefix cache serves the whole conversation so far (server/answer_tokens.h).
   auto encoded = encode_chat(

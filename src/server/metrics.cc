@@ -119,6 +119,10 @@ std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerSta
   counter("spec_decode_num_verify_steps_total", "Sequence steps that verified drafts.",
           static_cast<double>(s.stats.num_spec_verify_steps));
   counter("spec_decode_draft_seconds_total", "Seconds spent proposing drafts.", s.stats.spec_draft_seconds);
+  counter("grammar_masks_total", "Token masks computed for structured output.",
+          static_cast<double>(s.stats.num_grammar_masks));
+  counter("grammar_mask_seconds_total", "Seconds spent computing structured-output token masks.",
+          s.stats.grammar_mask_seconds);
   counter("spec_decode_verify_seconds_total", "Seconds of engine steps that verified drafts.",
           s.stats.spec_verify_seconds);
   gauge("spec_decode_acceptance_rate", "Accepted / verified draft tokens.", s.stats.spec_acceptance_rate());

@@ -14,6 +14,7 @@
 #include "server/json_fields.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/structured_output.h"
 
 namespace pagoda::server {
 
@@ -24,6 +25,7 @@ struct ServerState {
   ServerMetrics metrics;
   std::shared_ptr<const ChatRenderer> chat;  // null: chat_error says why
   AnswerTokenCache answers;                  // chat answers' generated ids, for later turns
+  GrammarCache grammars;                     // compiled structured-output grammars
   std::string chat_error;
   std::atomic<bool> shutting_down{false};
   std::atomic<int64_t> next_response_id{0};

@@ -1,0 +1,96 @@
+#include "grammar/mask_cache.h"
+
+#include <algorithm>
+
+namespace pagoda::grammar {
+namespace {
+
+// One walk of the vocabulary trie from a key stack. A stack that pops past
+// the key's bottom "ends": with the whole stack as key that is the end of the
+// grammar; otherwise the rest of the token depends on what lies below.
+class TrieWalk {
+ public:
+  TrieWalk(const Grammar& g, const TokenVocab& v, bool whole, MaskEntry* e) : g_(g), v_(v), whole_(whole), e_(e) {}
+
+  void run(const Stack& key) {
+    levels_.resize(1);
+    levels_[0].assign(1, key);
+    visit(0, 0, false);
+  }
+
+ private:
+  void visit(uint32_t node, size_t depth, bool escaped) {
+    const TokenVocab::Node& n = v_.nodes()[node];
+    const std::vector<Stack>& here = levels_[depth];
+    const auto& toks = v_.sorted_tokens();
+    // `here` is non-empty: some path consumed this whole prefix.
+    for (uint32_t i = n.tok_begin; i < n.tok_here_end; ++i) mask_set(e_->accepted, toks[i]);
+    const bool ended = std::any_of(here.begin(), here.end(), [](const Stack& s) { return s.empty(); });
+    const bool child_escaped = escaped || (ended && !whole_);
+    if (levels_.size() <= depth + 1) levels_.resize(depth + 2);
+    for (uint32_t ei = n.edge_begin; ei < n.edge_end; ++ei) {
+      const TokenVocab::Edge& edge = v_.edges()[ei];
+      advance_stacks(g_, levels_[depth], edge.byte, &levels_[depth + 1]);
+      if (!levels_[depth + 1].empty()) {
+        visit(edge.node, depth + 1, child_escaped);
+      } else if (child_escaped) {
+        const TokenVocab::Node& c = v_.nodes()[edge.node];
+        for (uint32_t i = c.tok_begin; i < c.tok_end; ++i) e_->uncertain.push_back(toks[i]);
+      }
+    }
+  }
+
+  const Grammar& g_;
+  const TokenVocab& v_;
+  const bool whole_;
+  MaskEntry* e_;
+  std::vector<std::vector<Stack>> levels_;  // the stacks after each depth's prefix
+};
+
+}  // namespace
+
+std::shared_ptr<MaskCache> make_mask_cache() { return std::make_shared<MaskCache>(); }
+
+MaskCache& mask_cache(const Grammar& g) { return *g.masks; }
+
+size_t MaskCache::KeyHash::operator()(const std::vector<uint32_t>& k) const {
+  uint64_t h = 1469598103934665603ull;
+  for (const uint32_t x : k) h = (h ^ x) * 1099511628211ull;
+  return static_cast<size_t>(h);
+}
+
+size_t MaskCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+std::shared_ptr<const MaskEntry> MaskCache::get(const Grammar& g, const TokenVocab& vocab, const Stack& stack) {
+  const bool whole = stack.size() <= kKeyDepth;
+  const size_t depth = std::min(stack.size(), kKeyDepth);
+  std::vector<uint32_t> key;
+  key.reserve(depth + 3);
+  key.push_back(static_cast<uint32_t>(vocab.uid()));
+  key.push_back(static_cast<uint32_t>(vocab.uid() >> 32));
+  key.push_back(whole ? 1 : 0);
+  key.insert(key.end(), stack.end() - static_cast<std::ptrdiff_t>(depth), stack.end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+  }
+  // Computed outside the lock: two threads may both compute one entry, and
+  // both results are the same.
+  auto e = std::make_shared<MaskEntry>();
+  e->accepted.assign(vocab.mask_words(), 0);
+  TrieWalk(g, vocab, whole, e.get()).run(Stack(key.begin() + 3, key.end()));
+  std::sort(e->uncertain.begin(), e->uncertain.end());
+  e->uncertain.erase(std::unique(e->uncertain.begin(), e->uncertain.end()), e->uncertain.end());
+  // A token accepted on some path needs no check.
+  std::erase_if(e->uncertain, [&](int32_t t) { return mask_has(e->accepted, t); });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= kMaxEntries) entries_.clear();
+  entries_.emplace(std::move(key), e);
+  return e;
+}
+
+}  // namespace pagoda::grammar
