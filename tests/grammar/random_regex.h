@@ -82,7 +82,7 @@ inline std::string print_class(const Node& n, bool gbnf) {
   std::string out = n.negated ? "[^" : "[";
   for (const auto& [lo, hi] : n.ranges) {
     out += gbnf ? gbnf_char(lo, true) : regex_char(lo, true);
-    if (hi != lo) out += "-" + (gbnf ? gbnf_char(hi, true) : regex_char(hi, true));
+    if (hi != lo) out.append("-").append(gbnf ? gbnf_char(hi, true) : regex_char(hi, true));
   }
   return out + "]";
 }

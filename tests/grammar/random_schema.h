@@ -187,7 +187,7 @@ class Generator {
   void make_defs() {
     defs_key_ = chance(75) ? "$defs" : "definitions";
     const int n = between(1, 2);
-    for (int i = 0; i < n; ++i) defs_["d" + std::to_string(i)] = chance(40) ? object(kMaxDepth - 1) : scalar();
+    for (int i = 0; i < n; ++i) defs_[std::string("d").append(std::to_string(i))] = chance(40) ? object(kMaxDepth - 1) : scalar();
   }
 
   json any(int depth) {
