@@ -11,6 +11,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "engine/engine.h"
 
 namespace pagoda::cli {
@@ -177,7 +178,11 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("--seed", seed, "seed of the random prompts");
   app.add_flag("--json", json, "print one JSON object");
+  GrammarOptions grammar_opts;  // every request constrained by the same grammar
+  add_grammar_options(app, &grammar_opts, "--json-object");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  auto grammar = grammar_from_options(grammar_opts);
+  if (!grammar) return fail("bench throughput", grammar.status().message());
 
   EngineConfig cfg;
   cfg.num_threads = threads;
@@ -215,6 +220,7 @@ int bench_throughput(int argc, char** argv) {
     spec.max_tokens = vary(output_len);
     spec.ignore_eos = true;
     spec.sampling.temperature = 0;
+    spec.grammar = *grammar;
     total_in += static_cast<int64_t>(spec.prompt.size());
     total_out += spec.max_tokens;
     auto id = e.add_request(std::move(spec));
@@ -266,6 +272,11 @@ int bench_throughput(int argc, char** argv) {
     std::printf("KV cache: %s, %.0f bytes per token, %lld tokens\n", kv_type.c_str(), e.kv_bytes_per_token(),
                 static_cast<long long>(j["kv_cache_tokens"].get<int64_t>()));
     if (cfg.spec_method != SpecMethod::kNone) std::printf("speculative: %s\n", spec_summary(st).c_str());
+    if (st.num_grammar_masks > 0)
+      std::printf("grammar: %lld token masks, %.3f s (%.1f us each, %.1f%% of the run)\n",
+                  static_cast<long long>(st.num_grammar_masks), st.grammar_mask_seconds,
+                  1e6 * st.grammar_mask_seconds / static_cast<double>(st.num_grammar_masks),
+                  100 * st.grammar_mask_seconds / elapsed);
   }
   (void)total_out;
   return 0;

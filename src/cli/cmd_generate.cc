@@ -7,6 +7,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "engine/engine.h"
 
 namespace pagoda::cli {
@@ -44,7 +45,11 @@ int cmd_generate(int argc, char** argv) {
   add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
   add_spec_options(app, &spec_opts);
+  GrammarOptions grammar_opts;
+  add_grammar_options(app, &grammar_opts);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  auto grammar = grammar_from_options(grammar_opts);
+  if (!grammar) return fail("generate", grammar.status().message());
   if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
 
   EngineConfig cfg;
@@ -65,6 +70,7 @@ int cmd_generate(int argc, char** argv) {
   spec.max_tokens = n_predict;
   spec.sampling = sp;
   spec.ignore_eos = ignore_eos;
+  spec.grammar = *grammar;
   auto id = e.add_request(std::move(spec));
   if (!id) {
     std::fprintf(stderr, "pagoda generate: error: %s\n", id.status().message().c_str());

@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"perplexity", pagoda::cli::cmd_perplexity, "perplexity of a text file (llama.cpp method)"},
     {"logits", pagoda::cli::cmd_logits, "logits of every position of token ids (raw float32)"},
     {"spec", pagoda::cli::cmd_spec, "speculative decoding tools: build-datastore"},
+    {"grammar", pagoda::cli::cmd_grammar, "print the GBNF of a JSON Schema, regex or choice list (structured output)"},
     {"bench", pagoda::cli::cmd_bench, "benchmarks: model (pp/tg tokens/s), throughput (offline serving)"},
 };
 

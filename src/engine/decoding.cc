@@ -81,15 +81,26 @@ bool apply_grammar(Choice& c, float* logits, int32_t vocab_size, DecodingHost& h
   thread_local grammar::TokenMask mask;
   c.matcher->fill_mask(vocab, &mask);
   const int32_t n = std::min(vocab_size, vocab.size());
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
   bool any = false;
-  for (int32_t t = 0; t < n; ++t) {
-    if (grammar::mask_has(mask, t)) {
-      any = true;
-    } else {
-      logits[t] = -std::numeric_limits<float>::infinity();
+  // A word at a time: in a large vocabulary most words are all-allowed (in
+  // strings) or all-banned (elsewhere).
+  for (int32_t base = 0; base < n; base += 64) {
+    uint64_t word = mask[static_cast<size_t>(base) >> 6];
+    const int32_t count = std::min(64, n - base);
+    if (count < 64) word &= (uint64_t{1} << count) - 1;
+    any = any || word != 0;
+    if (word == ~uint64_t{0}) continue;
+    float* row = logits + base;
+    if (word == 0) {
+      std::fill(row, row + count, kBanned);
+      continue;
+    }
+    for (int32_t i = 0; i < count; ++i) {
+      if (!((word >> i) & 1)) row[i] = kBanned;
     }
   }
-  for (int32_t t = n; t < vocab_size; ++t) logits[t] = -std::numeric_limits<float>::infinity();
+  std::fill(logits + n, logits + vocab_size, kBanned);
   host.record_grammar_mask(host.now() - t0);
   return any;
 }

@@ -66,9 +66,9 @@ size_t MaskCache::size() const {
 
 std::shared_ptr<const MaskEntry> MaskCache::get(const Grammar& g, const TokenVocab& vocab, const Stack& stack) {
   const bool whole = stack.size() <= kKeyDepth;
-  const size_t depth = std::min(stack.size(), kKeyDepth);
-  std::vector<uint32_t> key;
-  key.reserve(depth + 3);
+  const size_t depth = std::min<size_t>(stack.size(), kKeyDepth);
+  thread_local std::vector<uint32_t> key;  // no allocation per lookup
+  key.clear();
   key.push_back(static_cast<uint32_t>(vocab.uid()));
   key.push_back(static_cast<uint32_t>(vocab.uid() >> 32));
   key.push_back(whole ? 1 : 0);
@@ -82,14 +82,14 @@ std::shared_ptr<const MaskEntry> MaskCache::get(const Grammar& g, const TokenVoc
   // both results are the same.
   auto e = std::make_shared<MaskEntry>();
   e->accepted.assign(vocab.mask_words(), 0);
-  TrieWalk(g, vocab, whole, e.get()).run(Stack(key.begin() + 3, key.end()));
+  TrieWalk(g, vocab, whole, e.get()).run(Stack(key.data() + 3, key.data() + key.size()));
   std::sort(e->uncertain.begin(), e->uncertain.end());
   e->uncertain.erase(std::unique(e->uncertain.begin(), e->uncertain.end()), e->uncertain.end());
   // A token accepted on some path needs no check.
   std::erase_if(e->uncertain, [&](int32_t t) { return mask_has(e->accepted, t); });
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.size() >= kMaxEntries) entries_.clear();
-  entries_.emplace(std::move(key), e);
+  entries_.emplace(key, e);
   return e;
 }
 

@@ -45,7 +45,8 @@ bool accepts(const Grammar& g, std::vector<Stack> stacks, std::string_view bytes
 
 void advance_stacks(const Grammar& g, const std::vector<Stack>& in, uint8_t byte, std::vector<Stack>* out) {
   out->clear();
-  std::vector<Stack> seen;
+  thread_local std::vector<Stack> seen;  // reused: this runs once per trie edge
+  seen.clear();
   for (const Stack& s : in) {
     if (s.empty()) continue;
     const uint32_t top = s.back();

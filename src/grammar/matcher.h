@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/stack.h"
 #include "grammar/token_vocab.h"
 
 namespace pagoda::grammar {
 
-using Stack = std::vector<uint32_t>;  // positions into Grammar::elements, top at back
 
 // One bit per token id.
 using TokenMask = std::vector<uint64_t>;

@@ -34,7 +34,7 @@ void random_walks(const std::string& gbnf, const std::string& alphabet, int walk
       reference_mask(*g, m.stacks(), vocab, &ref);
       ASSERT_EQ(fast, ref) << "walk " << w << " step " << s << ": " << count(fast) << " vs " << count(ref);
       for (const Stack& st : m.stacks()) {
-        if (max_depth) *max_depth = std::max(*max_depth, st.size());
+        if (max_depth) *max_depth = std::max<size_t>(*max_depth, st.size());
       }
       std::vector<int32_t> allowed;
       for (int32_t t = 0; t < vocab.size(); ++t) {
@@ -86,7 +86,7 @@ TEST(TokenMask, MatchesReferenceBelowTheCacheKey) {
     reference_mask(*g, m.stacks(), vocab, &ref);
     ASSERT_EQ(fast, ref) << "depth " << i;
     ASSERT_TRUE(m.accept_bytes(i % 3 ? "[" : "("));
-    for (const Stack& s : m.stacks()) depth = std::max(depth, s.size());
+    for (const Stack& s : m.stacks()) depth = std::max<size_t>(depth, s.size());
   }
   EXPECT_GT(depth, MaskCache::kKeyDepth);
   ASSERT_TRUE(m.accept_bytes("a"));
