@@ -13,6 +13,11 @@ namespace {
 
 // Repetition counts above this are refused: {m,n} is expanded into copies.
 constexpr uint32_t kMaxRepeat = 4096;
+// Elements after expansion, and parenthesis nesting: a hostile grammar
+// (many large repetitions, or deep nesting) is refused before it costs
+// memory or call stack.
+constexpr size_t kMaxElements = size_t{1} << 20;
+constexpr int kMaxNesting = 256;
 
 using Seq = std::vector<Element>;
 using Alts = std::vector<Seq>;
@@ -311,12 +316,14 @@ class Compiler {
         ++pos_;
         unit = char_class(normalize_ranges({{0, 0x10FFFF}}, false));
       } else if (c == '(') {
+        if (++nesting_ > kMaxNesting) return fail("parentheses nest deeper than 256");
         ++pos_;
         skip_space(true);
         Alts alts;
         if (!parse_alternates(true, &alts)) return false;
         if (peek() != ')') return fail("expected ')'");
         ++pos_;
+        --nesting_;
         if (alts.size() == 1 && !is_postfix(peek())) {
           unit = std::move(alts[0]);
         } else {
@@ -334,6 +341,8 @@ class Compiler {
         if (!apply_postfix(&unit)) return false;
         skip_space(nested);
       }
+      num_elements_ += unit.size();
+      if (num_elements_ > kMaxElements) return fail("the grammar is too large once repetitions are expanded");
       out->insert(out->end(), unit.begin(), unit.end());
     }
     return true;
@@ -381,6 +390,8 @@ class Compiler {
       if (peek() != '}') return fail("expected '}'");
       ++pos_;
     }
+    num_elements_ += size_t{min} + 3 * size_t{unbounded ? 1 : max - min};
+    if (num_elements_ > kMaxElements) return fail("the grammar is too large once repetitions are expanded");
     *unit = repeat(*unit, min, max, unbounded);
     return true;
   }
@@ -422,6 +433,8 @@ class Compiler {
   std::map<std::array<uint64_t, 4>, uint32_t> set_ids_;
   std::map<std::vector<std::pair<uint32_t, uint32_t>>, Element> class_rules_;
   int generated_ = 0;
+  int nesting_ = 0;
+  size_t num_elements_ = 0;
 };
 
 }  // namespace

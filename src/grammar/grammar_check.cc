@@ -1,28 +1,47 @@
 #include "grammar/grammar_check.h"
 
-#include <functional>
-
 namespace pagoda::grammar {
 namespace {
 
-// Fixed point over "every element of some alternative satisfies `ok`".
-std::vector<bool> fixed_point(const Grammar& g, const std::function<bool(const Element&)>& terminal_ok) {
+// Rules with an alternative whose every element is good (terminals per
+// `terminal_ok`, references to good rules), by propagation from the
+// alternatives that are good outright: linear in the grammar's size.
+template <typename TerminalOk>
+std::vector<bool> fixed_point(const Grammar& g, TerminalOk terminal_ok) {
+  struct Alt {
+    uint32_t rule;
+    uint32_t missing;  // elements not yet known good
+  };
+  std::vector<Alt> alts;
+  std::vector<std::vector<uint32_t>> uses(g.num_rules());  // rule -> alternatives referencing it
   std::vector<bool> good(g.num_rules(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.num_rules(); ++r) {
-      if (good[r]) continue;
-      for (const uint32_t start : g.rule_alts[r]) {
-        bool all = true;
-        for (uint32_t p = start; g.elements[p].op != Op::kEnd && all; ++p) {
-          const Element& e = g.elements[p];
-          all = e.op == Op::kRule ? good[e.arg] : terminal_ok(e);
+  std::vector<uint32_t> todo;
+  for (size_t r = 0; r < g.num_rules(); ++r) {
+    for (const uint32_t start : g.rule_alts[r]) {
+      const auto a = static_cast<uint32_t>(alts.size());
+      alts.push_back({static_cast<uint32_t>(r), 0});
+      for (uint32_t p = start; g.elements[p].op != Op::kEnd; ++p) {
+        const Element& e = g.elements[p];
+        if (e.op == Op::kRule) {
+          ++alts[a].missing;
+          uses[e.arg].push_back(a);
+        } else if (!terminal_ok(e)) {
+          alts[a].missing = UINT32_MAX / 2;  // never good
         }
-        if (all) {
-          good[r] = true;
-          changed = true;
-          break;
-        }
+      }
+      if (alts[a].missing == 0 && !good[r]) {
+        good[r] = true;
+        todo.push_back(static_cast<uint32_t>(r));
+      }
+    }
+  }
+  while (!todo.empty()) {
+    const uint32_t r = todo.back();
+    todo.pop_back();
+    for (const uint32_t a : uses[r]) {
+      if (--alts[a].missing == 0 && !good[alts[a].rule]) {
+        good[alts[a].rule] = true;
+        todo.push_back(alts[a].rule);
       }
     }
   }
@@ -60,7 +79,7 @@ Status check_grammar(const Grammar& g) {
       return invalid_argument("grammar: rule '" + g.rule_names[r] + "' can never finish (it matches no finite text)");
   }
   // Left recursion: an edge r -> s when s can start r (everything before it
-  // nullable); a cycle of such edges is refused.
+  // nullable); a cycle of such edges is refused. Iterative DFS.
   const std::vector<bool> nullable = nullable_rules(g);
   std::vector<std::vector<uint32_t>> starts(g.num_rules());
   for (size_t r = 0; r < g.num_rules(); ++r) {
@@ -71,25 +90,29 @@ Status check_grammar(const Grammar& g) {
       }
     }
   }
-  std::vector<int> state(g.num_rules(), 0);  // 0 new, 1 on the DFS path, 2 done
-  std::string cycle;
-  std::function<bool(uint32_t)> dfs = [&](uint32_t r) {
-    state[r] = 1;
-    for (const uint32_t s : starts[r]) {
-      if (state[s] == 1) {
-        cycle = g.rule_names[s];
-        return false;
+  std::vector<uint8_t> state(g.num_rules(), 0);  // 0 new, 1 on the DFS path, 2 done
+  std::vector<std::pair<uint32_t, size_t>> path;  // rule, next edge
+  for (size_t root = 0; root < g.num_rules(); ++root) {
+    if (!reachable[root] || state[root] != 0) continue;
+    path.emplace_back(static_cast<uint32_t>(root), 0);
+    state[root] = 1;
+    while (!path.empty()) {
+      auto& [r, next] = path.back();
+      if (next == starts[r].size()) {
+        state[r] = 2;
+        path.pop_back();
+        continue;
       }
-      if (state[s] == 0 && !dfs(s)) return false;
+      const uint32_t s = starts[r][next++];
+      if (state[s] == 1)
+        return invalid_argument("grammar: rule '" + g.rule_names[s] +
+                                "' is left-recursive (it can reach itself before matching a character; a "
+                                "repetition of something that can be empty does this too)");
+      if (state[s] == 0) {
+        state[s] = 1;
+        path.emplace_back(s, 0);
+      }
     }
-    state[r] = 2;
-    return true;
-  };
-  for (size_t r = 0; r < g.num_rules(); ++r) {
-    if (reachable[r] && state[r] == 0 && !dfs(static_cast<uint32_t>(r)))
-      return invalid_argument("grammar: rule '" + cycle +
-                              "' is left-recursive (it can reach itself before matching a character; a "
-                              "repetition of something that can be empty does this too)");
   }
   return Status::ok();
 }

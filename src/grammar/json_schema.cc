@@ -115,6 +115,8 @@ std::string int_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
   return "(" + out + ")";
 }
 
+bool is_count(const nlohmann::ordered_json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; }
+
 std::string sanitize(const std::string& s) {
   std::string out;
   for (const char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
@@ -340,11 +342,11 @@ class SchemaConverter {
     const std::string sp = use("space");
     int64_t min_items = 0, max_items = -1;
     if (s.contains("minItems")) {
-      if (!s["minItems"].is_number_unsigned()) return error(path + "/minItems", "must be a non-negative integer");
+      if (!is_count(s["minItems"])) return error(path + "/minItems", "must be a non-negative integer");
       min_items = s["minItems"].get<int64_t>();
     }
     if (s.contains("maxItems")) {
-      if (!s["maxItems"].is_number_unsigned()) return error(path + "/maxItems", "must be a non-negative integer");
+      if (!is_count(s["maxItems"])) return error(path + "/maxItems", "must be a non-negative integer");
       max_items = s["maxItems"].get<int64_t>();
     }
     if (min_items > 4096 || max_items > 4096) return error(path, "minItems/maxItems above 4096 are not supported");
@@ -383,6 +385,9 @@ class SchemaConverter {
       if (min_items > 0) return error(path, "minItems needs items, but items is false");
       return "\"[\" " + sp + " \"]\" " + sp;
     }
+    // The item is written twice below: as a rule, so nested arrays do not
+    // double the grammar at every level.
+    if (item.find(' ') != std::string::npos) item = new_rule(name + "-item", item);
     const std::string rest = "( \",\" " + sp + " " + item + " )";
     std::string count;
     if (max_items < 0) {
@@ -412,11 +417,11 @@ class SchemaConverter {
     if (!has_len) return use("string");
     int64_t min_len = 0, max_len = -1;
     if (s.contains("minLength")) {
-      if (!s["minLength"].is_number_unsigned()) return error(path + "/minLength", "must be a non-negative integer");
+      if (!is_count(s["minLength"])) return error(path + "/minLength", "must be a non-negative integer");
       min_len = s["minLength"].get<int64_t>();
     }
     if (s.contains("maxLength")) {
-      if (!s["maxLength"].is_number_unsigned()) return error(path + "/maxLength", "must be a non-negative integer");
+      if (!is_count(s["maxLength"])) return error(path + "/maxLength", "must be a non-negative integer");
       max_len = s["maxLength"].get<int64_t>();
     }
     if (min_len > 4096 || max_len > 4096) return error(path, "minLength/maxLength above 4096 are not supported");

@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "grammar/mask_cache.h"
 
@@ -9,25 +10,66 @@ namespace {
 
 bool contains(const std::vector<Stack>& v, const Stack& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
+struct StackHash {
+  size_t operator()(const Stack& s) const {
+    uint64_t h = 1469598103934665603ull;
+    for (const uint32_t x : s) h = (h ^ x) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// The stacks one expansion has visited: a short list (the usual case), a
+// hash set once it grows (a long chain of rules must not cost quadratic time).
+class SeenSet {
+ public:
+  void clear() {
+    small_.clear();
+    big_.clear();
+  }
+  // False when s was already there.
+  bool insert(const Stack& s) {
+    if (big_.empty()) {
+      if (contains(small_, s)) return false;
+      small_.push_back(s);
+      if (small_.size() > 32) big_.insert(small_.begin(), small_.end());
+      return true;
+    }
+    return big_.insert(s).second;
+  }
+
+ private:
+  std::vector<Stack> small_;
+  std::unordered_set<Stack, StackHash> big_;
+};
+
 // Derives rule references on top of `s` until every resulting stack's top
 // is a byte terminal (or the stack is empty). `seen` breaks loops through
-// rules that can be empty.
-void expand(const Grammar& g, Stack s, std::vector<Stack>* out, std::vector<Stack>* seen) {
-  if (contains(*seen, s)) return;
-  seen->push_back(s);
-  if (s.empty() || g.elements[s.back()].op == Op::kBytes) {
-    if (out->size() < Matcher::kMaxStacks) out->push_back(std::move(s));
-    return;
-  }
-  const uint32_t pos = s.back();
-  const uint32_t rule = g.elements[pos].arg;
-  s.pop_back();
-  // Tail call: a reference that ends its alternative leaves nothing behind.
-  if (g.elements[pos + 1].op != Op::kEnd) s.push_back(pos + 1);
-  for (const uint32_t alt : g.rule_alts[rule]) {
-    Stack t = s;
-    if (g.elements[alt].op != Op::kEnd) t.push_back(alt);
-    expand(g, std::move(t), out, seen);
+// rules that can be empty. Iterative: a chain of rules as long as a hostile
+// grammar likes cannot overflow the call stack.
+void expand(const Grammar& g, Stack s, std::vector<Stack>* out, SeenSet* seen) {
+  thread_local std::vector<Stack> todo;
+  const size_t base = todo.size();
+  todo.push_back(std::move(s));
+  while (todo.size() > base) {
+    Stack cur = std::move(todo.back());
+    todo.pop_back();
+    if (!seen->insert(cur)) continue;
+    if (cur.empty() || g.elements[cur.back()].op == Op::kBytes) {
+      if (out->size() < Matcher::kMaxStacks) out->push_back(std::move(cur));
+      continue;
+    }
+    const uint32_t pos = cur.back();
+    const uint32_t rule = g.elements[pos].arg;
+    cur.pop_back();
+    // Tail call: a reference that ends its alternative leaves nothing behind.
+    if (g.elements[pos + 1].op != Op::kEnd) cur.push_back(pos + 1);
+    // Reversed, so alternatives come out in order.
+    const auto& alts = g.rule_alts[rule];
+    for (size_t i = alts.size(); i-- > 0;) {
+      Stack t = cur;
+      if (g.elements[alts[i]].op != Op::kEnd) t.push_back(alts[i]);
+      todo.push_back(std::move(t));
+    }
   }
 }
 
@@ -45,7 +87,7 @@ bool accepts(const Grammar& g, std::vector<Stack> stacks, std::string_view bytes
 
 void advance_stacks(const Grammar& g, const std::vector<Stack>& in, uint8_t byte, std::vector<Stack>* out) {
   out->clear();
-  thread_local std::vector<Stack> seen;  // reused: this runs once per trie edge
+  thread_local SeenSet seen;  // reused: this runs once per trie edge
   seen.clear();
   for (const Stack& s : in) {
     if (s.empty()) continue;
@@ -58,7 +100,7 @@ void advance_stacks(const Grammar& g, const std::vector<Stack>& in, uint8_t byte
 }
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
-  std::vector<Stack> seen;
+  SeenSet seen;
   for (const uint32_t alt : g_->rule_alts[g_->root]) {
     Stack s;
     if (g_->elements[alt].op != Op::kEnd) s.push_back(alt);

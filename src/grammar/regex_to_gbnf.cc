@@ -156,6 +156,7 @@ class RegexConverter {
   bool atom(int depth, std::string* out) {
     const char c = peek();
     if (c == '(') {
+      if (depth >= 256) return fail("groups nest deeper than 256");
       ++pos_;
       if (peek() == '?') {
         ++pos_;

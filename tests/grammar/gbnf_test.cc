@@ -95,3 +95,44 @@ TEST(Gbnf, EmptyAlternativesAndNullableLoopsTerminate) {
 
 }  // namespace
 }  // namespace pagoda::grammar
+
+namespace pagoda::grammar {
+namespace {
+
+// Hostile grammars: refused (or compiled) quickly, never a crash.
+TEST(Gbnf, HostileInputsAreRefusedOrBounded) {
+  // Deep nesting.
+  EXPECT_FALSE(compile_gbnf("root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')')).is_ok());
+  // Repetitions that would expand past the size limit.
+  std::string big = "root ::= ";
+  for (int i = 0; i < 400; ++i) big += "\"ab\"{4000} ";
+  auto r = compile_gbnf(big);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("too large"), std::string::npos);
+  // A long chain of rules: compiled and matched without recursion.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 50000; ++i) {
+    // Appends, not operator+ (GCC 12 warns falsely on it, -Wrestrict).
+    chain.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1)).append(" | \"x\"\n");
+  }
+  chain += "r50000 ::= \"y\"\n";
+  auto g = compile_gbnf(chain);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_TRUE(matches(*g, "y"));
+  EXPECT_TRUE(matches(*g, "x"));
+  // A long left-recursive cycle is found without recursion.
+  std::string cycle = "root ::= c0\n";
+  for (int i = 0; i < 50000; ++i) {
+    cycle.append("c").append(std::to_string(i)).append(" ::= c").append(std::to_string((i + 1) % 50000));
+    cycle.append(" \"a\" | \"b\"\n");
+  }
+  auto c = compile_gbnf(cycle);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("left-recursive"), std::string::npos);
+  // Invalid UTF-8 and NUL bytes in the text.
+  EXPECT_FALSE(compile_gbnf(std::string("root ::= \"\xC3\"")).is_ok());
+  EXPECT_FALSE(compile_gbnf(std::string("root ::= \"a\"\0 x", 15)).is_ok());
+}
+
+}  // namespace
+}  // namespace pagoda::grammar

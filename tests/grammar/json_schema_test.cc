@@ -189,3 +189,30 @@ TEST(RegexGrammar, RandomRegexesMatchTheirGbnfTwin) {
 
 }  // namespace
 }  // namespace pagoda::grammar
+
+namespace pagoda::grammar {
+namespace {
+
+TEST(JsonSchema, HostileSchemasAreRefusedOrBounded) {
+  // Deep nesting: refused by depth.
+  ordered_json deep = {{"type", "string"}};
+  for (int i = 0; i < 200; ++i) deep = {{"type", "array"}, {"items", deep}};
+  EXPECT_FALSE(json_schema_to_gbnf(deep).is_ok());
+  // Nested arrays of long strings stay linear in size (items are rules).
+  ordered_json nested = {{"type", "string"}, {"maxLength", 4000}};
+  for (int i = 0; i < 40; ++i) nested = {{"type", "array"}, {"items", nested}, {"maxItems", 2}};
+  auto text = json_schema_to_gbnf(nested);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  EXPECT_LT(text->size(), 20000u);
+  EXPECT_TRUE(compile_gbnf(*text).is_ok());
+  // A self-referencing $ref compiles (recursion is a grammar rule).
+  auto rec = json_schema_to_gbnf(ordered_json::parse(
+      R"({"$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"})"));
+  ASSERT_TRUE(rec.is_ok()) << rec.status().message();
+  auto g = compile_gbnf(*rec);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_TRUE(matches(*g, R"({"k": {"k": {}}})"));
+}
+
+}  // namespace
+}  // namespace pagoda::grammar

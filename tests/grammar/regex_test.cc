@@ -105,3 +105,22 @@ TEST(Choice, OneOfTheStrings) {
 
 }  // namespace
 }  // namespace pagoda::grammar
+
+namespace pagoda::grammar {
+namespace {
+
+TEST(Regex, HostileInputsAreRefused) {
+  EXPECT_FALSE(regex_to_gbnf(std::string(10000, '(') + "a" + std::string(10000, ')'), RegexText::kRaw).is_ok());
+  // Nested counted repetitions stay linear in size (each level repeats a
+  // rule reference, not the text below it).
+  std::string re = "a";
+  for (int i = 0; i < 8; ++i) re = "(" + re + "){4000}";
+  auto text = regex_gbnf(re);
+  ASSERT_TRUE(text.is_ok());
+  auto g = compile_gbnf(*text);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_LT((*g)->elements.size(), 100000u);
+}
+
+}  // namespace
+}  // namespace pagoda::grammar
