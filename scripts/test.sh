@@ -15,3 +15,4 @@ fi
 tests/fuzz/run_gguf_fuzz.sh 30
 tests/fuzz/run_request_parse_fuzz.sh 30
 tests/fuzz/run_http_request_fuzz.sh 30
+tests/fuzz/run_grammar_fuzz.sh 30

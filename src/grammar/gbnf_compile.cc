@@ -67,8 +67,8 @@ class Compiler {
         ++col;
       }
     }
-    error_ = invalid_argument("grammar: line " + std::to_string(line) + ", column " + std::to_string(col) + ": " +
-                              what);
+    error_ =
+        invalid_argument("grammar: line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + what);
     return error_;
   }
   bool fail(const std::string& what) {
@@ -158,12 +158,15 @@ class Compiler {
         case 'x': return parse_hex(2, cp);
         case 'u': return parse_hex(4, cp);
         case 'U': return parse_hex(8, cp);
-        case '\\': case '"': case '[': case ']': case '-': case '^': case '\'': case '/':
-          *cp = static_cast<uint8_t>(e);
-          return true;
-        default:
-          --pos_;
-          return fail(std::string("unknown escape '\\") + e + "'");
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '\'':
+        case '/': *cp = static_cast<uint8_t>(e); return true;
+        default: --pos_; return fail(std::string("unknown escape '\\") + e + "'");
       }
     }
     const std::string rest(s_.substr(pos_, 4));
@@ -254,7 +257,8 @@ class Compiler {
     Alts alts;
     if (!parse_alternates(false, &alts)) return false;
     rules_[id] = std::move(alts);
-    if (!at_end() && peek() != '\n' && peek() != '\r') return fail("unexpected character '" + std::string(1, peek()) + "'");
+    if (!at_end() && peek() != '\n' && peek() != '\r')
+      return fail("unexpected character '" + std::string(1, peek()) + "'");
     return true;
   }
   bool parse_alternates(bool nested, Alts* out) {

@@ -72,8 +72,7 @@ Status check_grammar(const Grammar& g) {
       }
     }
   }
-  const std::vector<bool> productive =
-      fixed_point(g, [&](const Element& e) { return !g.byte_sets[e.arg].empty(); });
+  const std::vector<bool> productive = fixed_point(g, [&](const Element& e) { return !g.byte_sets[e.arg].empty(); });
   for (size_t r = 0; r < g.num_rules(); ++r) {
     if (reachable[r] && !productive[r])
       return invalid_argument("grammar: rule '" + g.rule_names[r] + "' can never finish (it matches no finite text)");
@@ -90,7 +89,7 @@ Status check_grammar(const Grammar& g) {
       }
     }
   }
-  std::vector<uint8_t> state(g.num_rules(), 0);  // 0 new, 1 on the DFS path, 2 done
+  std::vector<uint8_t> state(g.num_rules(), 0);   // 0 new, 1 on the DFS path, 2 done
   std::vector<std::pair<uint32_t, size_t>> path;  // rule, next edge
   for (size_t root = 0; root < g.num_rules(); ++root) {
     if (!reachable[root] || state[root] != 0) continue;

@@ -157,7 +157,8 @@ class SchemaConverter {
 
   std::string new_rule(const std::string& hint, const std::string& body) {
     std::string name = sanitize(hint);
-    for (int i = 2; rules_.count(name) || primitive_rules().count(name); ++i) name = sanitize(hint) + "-" + std::to_string(i);
+    for (int i = 2; rules_.count(name) || primitive_rules().count(name); ++i)
+      name = sanitize(hint) + "-" + std::to_string(i);
     rules_[name] = body;
     return name;
   }
@@ -284,8 +285,7 @@ class SchemaConverter {
         }
       }
       const bool is_object = part->is_object() && (part->contains("properties") || part->value("type", "") == "object");
-      if (!is_object)
-        return error(path + "/allOf/" + std::to_string(i), "allOf is supported for object schemas only");
+      if (!is_object) return error(path + "/allOf/" + std::to_string(i), "allOf is supported for object schemas only");
       if (part->contains("properties")) {
         for (const auto& [k, v] : (*part)["properties"].items()) merged["properties"][k] = v;
       }
@@ -325,7 +325,8 @@ class SchemaConverter {
       auto value = visit(v, path + "/properties/" + k, name + "-" + k);
       if (!value) return value.status();
       names.push_back(k);
-      kvs.push_back(new_rule(name + "-" + k + "-kv", gbnf_literal(json(k).dump()) + " " + sp + " \":\" " + sp + " " + *value));
+      kvs.push_back(
+          new_rule(name + "-" + k + "-kv", gbnf_literal(json(k).dump()) + " " + sp + " \":\" " + sp + " " + *value));
     }
     std::string first_next = "\"\"", after_next = "\"\"";
     for (size_t j = names.size(); j-- > 0;) {
@@ -412,7 +413,8 @@ class SchemaConverter {
     }
     if (s.contains("format") && s["format"].is_string() && !has_len) {
       const std::string f = s["format"].get<std::string>();
-      if (f == "date" || f == "time" || f == "date-time" || f == "uuid") return "\"\\\"\" " + use(f) + " \"\\\"\" " + sp;
+      if (f == "date" || f == "time" || f == "date-time" || f == "uuid")
+        return "\"\\\"\" " + use(f) + " \"\\\"\" " + sp;
     }
     if (!has_len) return use("string");
     int64_t min_len = 0, max_len = -1;

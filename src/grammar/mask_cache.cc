@@ -1,6 +1,8 @@
 #include "grammar/mask_cache.h"
 
 #include <algorithm>
+#include <array>
+#include <unordered_map>
 
 namespace pagoda::grammar {
 namespace {
@@ -8,31 +10,68 @@ namespace {
 // One walk of the vocabulary trie from a key stack. A stack that pops past
 // the key's bottom "ends": with the whole stack as key that is the end of the
 // grammar; otherwise the rest of the token depends on what lies below.
+//
+// The stack sets met along the walk are interned and their transitions
+// memoized: inside a string every node of the trie leads to one of a few
+// sets, so most of the walk is a table lookup per trie edge.
 class TrieWalk {
  public:
   TrieWalk(const Grammar& g, const TokenVocab& v, bool whole, MaskEntry* e) : g_(g), v_(v), whole_(whole), e_(e) {}
 
-  void run(const Stack& key) {
-    levels_.resize(1);
-    levels_[0].assign(1, key);
-    visit(0, 0, false);
-  }
+  void run(const Stack& key) { visit(0, intern({key}), false); }
 
  private:
-  void visit(uint32_t node, size_t depth, bool escaped) {
+  struct SetInfo {
+    std::vector<Stack> stacks;
+    bool ended = false;             // some stack popped past the key's bottom
+    std::array<int32_t, 256> next;  // kUnknown, kDead or a set id
+  };
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+
+  struct SetHash {
+    size_t operator()(const std::vector<Stack>& v) const {
+      uint64_t h = 1469598103934665603ull;
+      for (const Stack& s : v) {
+        h = (h ^ s.size()) * 1099511628211ull;
+        for (const uint32_t x : s) h = (h ^ x) * 1099511628211ull;
+      }
+      return static_cast<size_t>(h);
+    }
+  };
+
+  int32_t intern(std::vector<Stack> stacks) {
+    const auto it = ids_.find(stacks);
+    if (it != ids_.end()) return it->second;
+    const auto id = static_cast<int32_t>(sets_.size());
+    SetInfo info;
+    info.ended = std::any_of(stacks.begin(), stacks.end(), [](const Stack& s) { return s.empty(); });
+    info.next.fill(kUnknown);
+    info.stacks = stacks;
+    sets_.push_back(std::move(info));
+    ids_.emplace(std::move(stacks), id);
+    return id;
+  }
+
+  int32_t next(int32_t set, uint8_t byte) {
+    int32_t n = sets_[static_cast<size_t>(set)].next[byte];
+    if (n != kUnknown) return n;
+    advance_stacks(g_, sets_[static_cast<size_t>(set)].stacks, byte, &scratch_);
+    n = scratch_.empty() ? kDead : intern(scratch_);
+    sets_[static_cast<size_t>(set)].next[byte] = n;
+    return n;
+  }
+
+  void visit(uint32_t node, int32_t set, bool escaped) {
     const TokenVocab::Node& n = v_.nodes()[node];
-    const std::vector<Stack>& here = levels_[depth];
     const auto& toks = v_.sorted_tokens();
-    // `here` is non-empty: some path consumed this whole prefix.
+    // A set exists only when some path consumed this whole prefix.
     for (uint32_t i = n.tok_begin; i < n.tok_here_end; ++i) mask_set(e_->accepted, toks[i]);
-    const bool ended = std::any_of(here.begin(), here.end(), [](const Stack& s) { return s.empty(); });
-    const bool child_escaped = escaped || (ended && !whole_);
-    if (levels_.size() <= depth + 1) levels_.resize(depth + 2);
+    const bool child_escaped = escaped || (sets_[static_cast<size_t>(set)].ended && !whole_);
     for (uint32_t ei = n.edge_begin; ei < n.edge_end; ++ei) {
       const TokenVocab::Edge& edge = v_.edges()[ei];
-      advance_stacks(g_, levels_[depth], edge.byte, &levels_[depth + 1]);
-      if (!levels_[depth + 1].empty()) {
-        visit(edge.node, depth + 1, child_escaped);
+      const int32_t child = next(set, edge.byte);
+      if (child != kDead) {
+        visit(edge.node, child, child_escaped);
       } else if (child_escaped) {
         const TokenVocab::Node& c = v_.nodes()[edge.node];
         for (uint32_t i = c.tok_begin; i < c.tok_end; ++i) e_->uncertain.push_back(toks[i]);
@@ -44,7 +83,9 @@ class TrieWalk {
   const TokenVocab& v_;
   const bool whole_;
   MaskEntry* e_;
-  std::vector<std::vector<Stack>> levels_;  // the stacks after each depth's prefix
+  std::vector<SetInfo> sets_;
+  std::unordered_map<std::vector<Stack>, int32_t, SetHash> ids_;
+  std::vector<Stack> scratch_;
 };
 
 }  // namespace

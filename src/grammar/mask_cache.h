@@ -14,7 +14,7 @@
 namespace pagoda::grammar {
 
 struct MaskEntry {
-  TokenMask accepted;               // valid for every stack with this key
+  TokenMask accepted;              // valid for every stack with this key
   std::vector<int32_t> uncertain;  // valid or not depending on the stack below the key
 };
 

@@ -22,7 +22,6 @@
 
 namespace pagoda::grammar {
 
-
 // One bit per token id.
 using TokenMask = std::vector<uint64_t>;
 inline bool mask_has(const TokenMask& m, int32_t t) { return (m[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1; }

@@ -17,7 +17,7 @@ constexpr uint32_t kMaxRepeat = 4096;
 const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 // ECMAScript's \s: white space and line terminators.
-const Ranges kSpace = {{'\t', '\r'}, {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+const Ranges kSpace = {{'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
                        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 // `.`: anything but a line terminator.
 const Ranges kDot = {{0, '\n' - 1}, {'\n' + 1, '\r' - 1}, {'\r' + 1, 0x2027}, {0x202A, 0x10FFFF}};
@@ -55,8 +55,8 @@ class RegexConverter {
 
  private:
   bool fail(const std::string& what) {
-    error_ = invalid_argument("regex: " + what + " at offset " + std::to_string(pos_) + " of \"" + std::string(re_) +
-                              "\"");
+    error_ =
+        invalid_argument("regex: " + what + " at offset " + std::to_string(pos_) + " of \"" + std::string(re_) + "\"");
     return false;
   }
   bool at_end() const { return pos_ >= re_.size(); }
@@ -208,7 +208,10 @@ class RegexConverter {
     uint32_t v = 0;
     for (int i = 0; i < digits; ++i) {
       const char h = peek();
-      int d = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      int d = (h >= '0' && h <= '9')   ? h - '0'
+              : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+              : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                       : -1;
       if (d < 0) return fail("bad hex escape");
       v = v * 16 + static_cast<uint32_t>(d);
       ++pos_;
@@ -267,7 +270,8 @@ class RegexConverter {
         --pos_;
         return fail("word boundaries (\\b) are not supported");
       case 'B': --pos_; return fail("\\B is not supported");
-      case 'p': case 'P': --pos_; return fail("Unicode property classes are not supported");
+      case 'p':
+      case 'P': --pos_; return fail("Unicode property classes are not supported");
       default:
         if (e >= '1' && e <= '9') {
           --pos_;

@@ -5,8 +5,7 @@
 
 namespace pagoda::grammar {
 
-TokenVocab::TokenVocab(std::vector<std::string> pieces, const std::vector<bool>& excluded,
-                       std::vector<int32_t> end_ids)
+TokenVocab::TokenVocab(std::vector<std::string> pieces, const std::vector<bool>& excluded, std::vector<int32_t> end_ids)
     : pieces_(std::move(pieces)), end_ids_(std::move(end_ids)) {
   static std::atomic<uint64_t> next_uid{1};
   uid_ = next_uid.fetch_add(1);

@@ -10,8 +10,8 @@ using Kind = StructuredOutputRequest::Kind;
 namespace {
 
 // The fields, in the order they are looked for; only one may be set.
-constexpr const char* kFields[] = {"response_format", "guided_json",  "guided_regex", "guided_choice",
-                                   "guided_grammar",  "grammar",      "json_schema"};
+constexpr const char* kFields[] = {"response_format", "guided_json", "guided_regex", "guided_choice",
+                                   "guided_grammar",  "grammar",     "json_schema"};
 
 const ordered_json* find(const ordered_json& body, const char* key) {
   const auto it = body.find(key);

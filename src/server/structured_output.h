@@ -21,9 +21,9 @@ namespace pagoda::server {
 struct StructuredOutputRequest {
   enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
   Kind kind = Kind::kNone;
-  std::string param;             // the request field it came from, for errors
+  std::string param;              // the request field it came from, for errors
   nlohmann::ordered_json schema;  // kJsonSchema, in the client's key order
-  std::string text;              // kRegex: the regex; kGrammar: GBNF
+  std::string text;               // kRegex: the regex; kGrammar: GBNF
   std::vector<std::string> choices;
 };
 

@@ -155,8 +155,7 @@ TEST(StructuredOutput, SpeculationUnderAGrammarIsLossless) {
       "In the beginning God created the heaven and the earth. In the beginning God created",
       "And God said, Let there be light: and there was light. And God said, Let there be",
       "The meaning of the word is the meaning of the"};
-  const std::string gbnf =
-      "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{1,60} \"\\\"\" \" is the answer.\"\n";
+  const std::string gbnf = "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{1,60} \"\\\"\" \" is the answer.\"\n";
   std::map<std::pair<int64_t, int32_t>, Finished> plain, spec;
   for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kNgram}) {
     auto engine = bundled_engine(m);

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "grammar/grammar.h"
-#include "grammar_test_util.h"
 #include "grammar/matcher.h"
+#include "grammar_test_util.h"
 
 namespace pagoda::grammar {
 namespace {
@@ -78,7 +78,8 @@ TEST(Gbnf, ErrorsNameTheLineAndColumn) {
 }
 
 TEST(Gbnf, LiteralEscaping) {
-  for (const std::string& s : std::vector<std::string>{"plain", "q\"uote", "back\\slash", "new\nline\ttab", std::string("nul\0x", 5), "é日"}) {
+  for (const std::string& s :
+       std::vector<std::string>{"plain", "q\"uote", "back\\slash", "new\nline\ttab", std::string("nul\0x", 5), "é日"}) {
     auto g = must_compile("root ::= " + gbnf_literal(s));
     ASSERT_TRUE(g);
     EXPECT_TRUE(matches(g, s)) << s;

@@ -105,7 +105,8 @@ TEST(JsonSchema, IntegerRangesAreExact) {
     auto g = schema_grammar(schema.dump());
     ASSERT_TRUE(g);
     for (int v = -1300; v <= 1300; ++v) {
-      const bool want = (!schema.contains("minimum") || v >= lo) && (!schema.contains("exclusiveMinimum") || v > lo - 1) &&
+      const bool want = (!schema.contains("minimum") || v >= lo) &&
+                        (!schema.contains("exclusiveMinimum") || v > lo - 1) &&
                         (!schema.contains("maximum") || v <= hi);
       ASSERT_EQ(matches(g, std::to_string(v)), want) << schema.dump() << " value " << v;
     }

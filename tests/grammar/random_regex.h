@@ -45,8 +45,12 @@ inline size_t max_length(const Node& n) {
   size_t total = 0;
   switch (n.kind) {
     case Kind::kLiteral: return n.text.size();
-    case Kind::kConcat: for (const Node& c : n.children) total += max_length(c); return total;
-    case Kind::kAlt: for (const Node& c : n.children) total = std::max(total, max_length(c)); return total;
+    case Kind::kConcat:
+      for (const Node& c : n.children) total += max_length(c);
+      return total;
+    case Kind::kAlt:
+      for (const Node& c : n.children) total = std::max(total, max_length(c));
+      return total;
     case Kind::kRepeat: return static_cast<size_t>(n.max) * max_length(n.children[0]);
     default: return 1;
   }

@@ -8,11 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pagoda::test {
 
@@ -181,20 +180,23 @@ class Generator {
   size_t below(size_t n) { return rng_() % n; }
   bool chance(int percent) { return below(100) < static_cast<size_t>(percent); }
   int between(int lo, int hi) { return lo + static_cast<int>(below(static_cast<size_t>(hi - lo + 1))); }
-  template <class T> T pick(const std::vector<T>& v) { return v[below(v.size())]; }
+  template <class T>
+  T pick(const std::vector<T>& v) {
+    return v[below(v.size())];
+  }
 
   // Scalars or flat objects, so that a $ref never adds more than one level of nesting and never recurses.
   void make_defs() {
     defs_key_ = chance(75) ? "$defs" : "definitions";
     const int n = between(1, 2);
-    for (int i = 0; i < n; ++i) defs_[std::string("d").append(std::to_string(i))] = chance(40) ? object(kMaxDepth - 1) : scalar();
+    for (int i = 0; i < n; ++i)
+      defs_[std::string("d").append(std::to_string(i))] = chance(40) ? object(kMaxDepth - 1) : scalar();
   }
 
   json any(int depth) {
     if (!defs_.empty() && chance(15)) {
       const std::string name = "d" + std::to_string(below(defs_.size()));
-      if (!defs_[name].contains("properties") || depth < kMaxDepth)
-        return {{"$ref", "#/" + defs_key_ + "/" + name}};
+      if (!defs_[name].contains("properties") || depth < kMaxDepth) return {{"$ref", "#/" + defs_key_ + "/" + name}};
     }
     const int container_percent = depth == 0 ? 60 : depth == 1 ? 30 : depth == 2 ? 15 : 0;
     if (chance(container_percent)) return chance(55) ? object(depth) : array(depth);
@@ -208,8 +210,8 @@ class Generator {
   }
 
   json object(int depth) {
-    static const std::vector<std::string> kNames = {"a", "b", "id", "name", "name2", "x", "y1", "ok", "tags", "kind",
-                                                    "v", "count", "item", "flag", "z_z", "c-d"};
+    static const std::vector<std::string> kNames = {"a",    "b",    "id", "name",  "name2", "x",    "y1",  "ok",
+                                                    "tags", "kind", "v",  "count", "item",  "flag", "z_z", "c-d"};
     json props = json::object(), required = json::array();
     const int n = between(1, 4);
     while (static_cast<int>(props.size()) < n) {
@@ -246,10 +248,12 @@ class Generator {
 
   json scalar() {
     switch (below(12)) {
-      case 0: case 1: return string_schema("string");
+      case 0:
+      case 1: return string_schema("string");
       case 2: return pattern_schema();
       case 3: return {{"type", "string"}, {"format", pick<std::string>({"date", "time", "date-time", "uuid"})}};
-      case 4: case 5: return number_schema("integer");
+      case 4:
+      case 5: return number_schema("integer");
       case 6: return number_schema("number");
       case 7: return {{"type", pick<std::string>({"boolean", "null", "boolean"})}};
       case 8: return enum_schema();
@@ -266,8 +270,8 @@ class Generator {
   }
 
   json number_schema(json type) {
-    static const std::vector<std::pair<int, int>> kRanges = {{0, 9}, {0, 100}, {-50, 200}, {1, 12}, {-1000, 1000},
-                                                             {-5, 5}, {0, 1}, {7, 7}, {-1000, -990}, {100, 999}};
+    static const std::vector<std::pair<int, int>> kRanges = {
+        {0, 9}, {0, 100}, {-50, 200}, {1, 12}, {-1000, 1000}, {-5, 5}, {0, 1}, {7, 7}, {-1000, -990}, {100, 999}};
     std::pair<int, int> r = pick(kRanges);
     if (chance(30)) {
       r.first = between(-1000, 1000);
@@ -290,22 +294,31 @@ class Generator {
   }
 
   static const std::vector<json>& const_values() {
-    static const std::vector<json> kValues = {"fixed", "", 0, 42, -7, 2.5, true, false, nullptr, "a b", "q\"t",
-                                              json::array({1, "x"})};
+    static const std::vector<json> kValues = {"fixed", "",    0,       42,    -7,     2.5,
+                                              true,    false, nullptr, "a b", "q\"t", json::array({1, "x"})};
     return kValues;
   }
 
   json enum_schema() {
-    static const std::vector<std::vector<json>> kEnums = {
-        {"red", "green", "blue"}, {"a", "b"}, {"yes", "no", nullptr}, {1, 2, 3}, {0, -1, 2.5}, {"x", 1, nullptr},
-        {"", "x y"}, {true, "true"}, {"up", "down", "left", "right"}, {"b\\s", "q\"t", "nl\n"}, {nullptr}};
+    static const std::vector<std::vector<json>> kEnums = {{"red", "green", "blue"},
+                                                          {"a", "b"},
+                                                          {"yes", "no", nullptr},
+                                                          {1, 2, 3},
+                                                          {0, -1, 2.5},
+                                                          {"x", 1, nullptr},
+                                                          {"", "x y"},
+                                                          {true, "true"},
+                                                          {"up", "down", "left", "right"},
+                                                          {"b\\s", "q\"t", "nl\n"},
+                                                          {nullptr}};
     return {{"enum", pick(kEnums)}};
   }
 
   // Anchored, bounded patterns over ASCII letters, digits and - _ . only, so no JSON escaping is ever needed.
   json pattern_schema() {
-    static const std::vector<std::string> kAtoms = {"[a-z]", "[A-Z]", "[0-9]", "[a-f0-9]", "\\d", "[xyz_]",
-                                                    "[A-Z0-9]", "a", "Q", "7", "-", "_", "\\.", "(ab|cd)", "(x|yz|0)"};
+    static const std::vector<std::string> kAtoms = {"[a-z]",  "[A-Z]",    "[0-9]", "[a-f0-9]", "\\d",
+                                                    "[xyz_]", "[A-Z0-9]", "a",     "Q",        "7",
+                                                    "-",      "_",        "\\.",   "(ab|cd)",  "(x|yz|0)"};
     std::string p = "^";
     for (int i = between(1, 4); i > 0; --i) {
       p += pick(kAtoms);

@@ -4,9 +4,9 @@
 
 #include <regex>
 
-#include "grammar_test_util.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_gbnf.h"
+#include "grammar_test_util.h"
 
 namespace pagoda::grammar {
 namespace {
@@ -76,15 +76,15 @@ TEST(Regex, JsonStringModeEscapesAndExcludes) {
   auto g = must_compile("root ::= " + *expr);
   ASSERT_TRUE(g);
   EXPECT_TRUE(matches(g, "a\\\"b\\\\c\\ny"));
-  EXPECT_FALSE(matches(g, "a\"b\\c\ny"));     // unescaped
+  EXPECT_FALSE(matches(g, "a\"b\\c\ny"));        // unescaped
   EXPECT_FALSE(matches(g, "a\\\"b\\\\c\\n\""));  // a class never yields a quote
   EXPECT_FALSE(matches(g, "a\\\"b\\\\c\\n\n"));
   EXPECT_FALSE(regex_to_gbnf("[\"\\\\]", RegexText::kJsonString).is_ok());
 }
 
 TEST(Regex, UnsupportedFeaturesAreErrors) {
-  for (const char* re : {"(a)\\1", "a(?=b)", "a(?!b)", "\\bword", "\\p{L}", "a^b", "a$b", "(ab", "ab)", "*a",
-                         "[a", "a{3,1}", "\\"}) {
+  for (const char* re :
+       {"(a)\\1", "a(?=b)", "a(?!b)", "\\bword", "\\p{L}", "a^b", "a$b", "(ab", "ab)", "*a", "[a", "a{3,1}", "\\"}) {
     auto r = regex_to_gbnf(re, RegexText::kRaw);
     EXPECT_FALSE(r.is_ok()) << re;
     if (!r.is_ok()) {

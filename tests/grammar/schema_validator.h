@@ -10,10 +10,9 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace pagoda::test {
 namespace schema_validator_detail {
@@ -220,8 +219,10 @@ inline int count_matches(const Context& ctx, const json& branches, const json& v
   int n = 0;
   for (const auto& branch : branches) {
     std::string reason;
-    if (validate(Context{ctx.root, &reason}, branch, v, path, depth + 1)) ++n;
-    else if (first_reason->empty()) *first_reason = reason;
+    if (validate(Context{ctx.root, &reason}, branch, v, path, depth + 1))
+      ++n;
+    else if (first_reason->empty())
+      *first_reason = reason;
   }
   return n;
 }
@@ -254,8 +255,10 @@ inline bool validate(const Context& ctx, const json& s, const json& v, const std
   if (s.contains("type")) {
     const json& t = s["type"];
     bool ok = false;
-    if (t.is_string()) ok = type_matches(t.get<std::string>(), v);
-    else for (const auto& one : t) ok = ok || type_matches(one.get<std::string>(), v);
+    if (t.is_string())
+      ok = type_matches(t.get<std::string>(), v);
+    else
+      for (const auto& one : t) ok = ok || type_matches(one.get<std::string>(), v);
     if (!ok) return fail(ctx, path, v.dump() + " is not of type " + t.dump());
   }
   if (s.contains("const") && v != s["const"]) return fail(ctx, path, v.dump() + " != const " + s["const"].dump());

@@ -6,10 +6,10 @@
 
 #include <random>
 
-#include "grammar_test_util.h"
 #include "grammar/json_schema.h"
 #include "grammar/mask_cache.h"
 #include "grammar/matcher.h"
+#include "grammar_test_util.h"
 
 namespace pagoda::grammar {
 namespace {
@@ -54,7 +54,9 @@ void random_walks(const std::string& gbnf, const std::string& alphabet, int walk
   }
 }
 
-TEST(TokenMask, MatchesReferenceOnJsonObjects) { random_walks(json_object_gbnf(), "{}[]\":, 0123456789.-etruflsnab\\u", 12, 60, 1); }
+TEST(TokenMask, MatchesReferenceOnJsonObjects) {
+  random_walks(json_object_gbnf(), "{}[]\":, 0123456789.-etruflsnab\\u", 12, 60, 1);
+}
 
 TEST(TokenMask, MatchesReferenceOnASchema) {
   const auto schema = nlohmann::ordered_json::parse(R"({
@@ -106,7 +108,8 @@ TEST(TokenMask, MatchesReferenceBelowTheCacheKey) {
 }
 
 TEST(TokenMask, AmbiguousGrammarsAndUtf8) {
-  random_walks("root ::= (w | \"ab\" | \"a\" \"b\"+ | [^a-z]{1,2})+ \".\"\nw ::= [a-c]+ \" \"?\n", "abc .é日", 10, 40, 5);
+  random_walks("root ::= (w | \"ab\" | \"a\" \"b\"+ | [^a-z]{1,2})+ \".\"\nw ::= [a-c]+ \" \"?\n", "abc .é日", 10, 40,
+               5);
 }
 
 TEST(TokenMask, EndTokensOnlyWhenComplete) {

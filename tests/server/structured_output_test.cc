@@ -40,7 +40,8 @@ TEST(StructuredOutputServer, ChatJsonSchemaWholeAndStreamed) {
   testing::TestServer server(bundled_model());
   auto c = server.client();
   const std::string rf = std::string(R"({"type": "json_schema", "json_schema": {"name": "color", "strict": true,
-      "schema": )") + kSchema + "}}";
+      "schema": )") + kSchema +
+                         "}}";
   const json schema = json::parse(kSchema);
   for (int seed = 0; seed < 4; ++seed) {
     auto r = testing::post_json(c, "/v1/chat/completions", chat_body(rf, false, seed));
@@ -108,10 +109,12 @@ TEST(StructuredOutputServer, CompletionsGuidedFields) {
   for (const std::string& t : complete(R"("guided_choice": ["morning", "evening"])")) {
     EXPECT_TRUE(t == "morning" || t == "evening") << t;
   }
-  for (const std::string& t : complete(R"("grammar": "root ::= \"day \" [1-9] [0-9]? \" of \" month\nmonth ::= \"May\" | \"June\"")")) {
+  for (const std::string& t :
+       complete(R"("grammar": "root ::= \"day \" [1-9] [0-9]? \" of \" month\nmonth ::= \"May\" | \"June\"")")) {
     EXPECT_TRUE(std::regex_match(t, std::regex("day [1-9][0-9]? of (May|June)"))) << t;
   }
-  for (const std::string& t : complete(R"("guided_json": {"type": "array", "items": {"type": "boolean"}, "maxItems": 4})")) {
+  for (const std::string& t :
+       complete(R"("guided_json": {"type": "array", "items": {"type": "boolean"}, "maxItems": 4})")) {
     json v;
     ASSERT_NO_THROW(v = json::parse(t)) << t;
     EXPECT_TRUE(v.is_array() && v.size() <= 4) << t;
