@@ -125,17 +125,17 @@ std::string sanitize(const std::string& s) {
 
 class SchemaConverter {
  public:
-  explicit SchemaConverter(const json& root) : root_(root) {}
+  SchemaConverter(const json& root, std::string root_name) : root_(root), root_name_(std::move(root_name)) {}
 
   Result<std::string> run() {
-    auto body = visit(root_, "#", "root");
+    auto body = visit(root_, "#", root_name_);
     if (!body) return body.status();
-    rules_["root"] = *body;
+    rules_[root_name_] = *body;
     std::string out;
-    // root first, then the rest in name order.
-    out += "root ::= " + rules_["root"] + "\n";
+    // The schema's rule first, then the rest in name order.
+    out += root_name_ + " ::= " + rules_[root_name_] + "\n";
     for (const auto& [name, text] : rules_) {
-      if (name != "root") out += name + " ::= " + text + "\n";
+      if (name != root_name_) out += name + " ::= " + text + "\n";
     }
     return out;
   }
@@ -481,6 +481,7 @@ class SchemaConverter {
   }
 
   const json& root_;
+  std::string root_name_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
   int depth_ = 0;
@@ -488,7 +489,9 @@ class SchemaConverter {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const json& schema) { return SchemaConverter(schema).run(); }
+Result<std::string> json_schema_to_gbnf(const json& schema, const std::string& root) {
+  return SchemaConverter(schema, root).run();
+}
 
 std::string json_object_gbnf() {
   std::string out = "root ::= object\n";

@@ -26,7 +26,9 @@ namespace pagoda::grammar {
 // or, where the bounds allow a whole unit, decimals), anyOf, oneOf (as anyOf:
 // the branches must not overlap), allOf of object schemas (merged), and local
 // $ref (#/...), recursive ones included. Errors name the schema path.
-Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// `root`: the name of the schema's rule (others are named after it), so the
+// text can be part of a larger grammar.
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, const std::string& root = "root");
 
 // Any JSON object (OpenAI's response_format {"type": "json_object"}).
 std::string json_object_gbnf();

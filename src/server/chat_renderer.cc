@@ -13,6 +13,7 @@ Result<std::shared_ptr<const ChatRenderer>> ChatRenderer::create(const std::stri
                                                                  std::string eos) {
   std::shared_ptr<ChatRenderer> r(new ChatRenderer());
   r->fallback_ = source.empty();
+  r->renders_tools_ = source.find("tools") != std::string::npos;
   auto parsed = ChatTemplate::parse(source.empty() ? std::string_view(kChatMlTemplate) : std::string_view(source));
   if (!parsed.is_ok())
     return Status(StatusCode::kUnimplemented, "cannot parse the chat template: " + parsed.status().message());

@@ -24,6 +24,8 @@ class ChatRenderer {
   Result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json& tools, const nlohmann::ordered_json& extra) const;
   bool is_fallback() const { return fallback_; }
+  // The template writes the request's `tools` itself (it mentions them).
+  bool renders_tools() const { return renders_tools_; }
 
  private:
   struct Impl;
@@ -31,6 +33,7 @@ class ChatRenderer {
   std::unique_ptr<Impl> impl_;
   std::string bos_, eos_;
   bool fallback_ = false;
+  bool renders_tools_ = false;
 };
 
 }  // namespace pagoda::server

@@ -7,6 +7,7 @@
 #include "server/response_format.h"
 #include "server/server_state.h"
 #include "server/sse.h"
+#include "server/tool_calls.h"
 
 namespace pagoda::server {
 
@@ -27,7 +28,15 @@ struct Job {
   Usage usage;                    // prompt tokens filled in before submit
   Streams streams;
   std::vector<ChoiceResult> streamed;  // chat streams: each choice's text and ids so far
+  ToolRequest tools;                   // chat: tool calls are parsed out when tools.active()
+  std::vector<ToolCallStreamParser> tool_parsers;  // chat streams with tools: one per choice
 };
+
+// Trailing blanks before a tool call are not content.
+std::string trim_right(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
 
 PieceFn piece_fn(const ServerState& st) {
   const Tokenizer* tok = &st.engine.tokenizer();
@@ -86,6 +95,15 @@ void respond_whole(Job& job, http::Responder& res) {
     c.text = job.echo[static_cast<size_t>(c.index)] + c.text;
     job.usage.completion_tokens += c.num_output_tokens;
     if (job.chat) job.st->answers.remember(job.st->engine.tokenizer(), c.text, c.token_ids);
+    if (job.chat && job.tools.active()) {
+      std::string content;
+      std::vector<ParsedToolCall> calls;
+      parse_tool_calls(c.text, &content, &calls);
+      if (!calls.empty()) {
+        c.text = trim_right(content);
+        c.tool_calls = tool_calls_json(calls, job.meta.id + "_" + std::to_string(c.index));
+      }
+    }
   }
   for (const ChoiceStream& s : job.streams)  // the n choices of one prompt share its cached tokens
     job.usage.cached_tokens += choices[static_cast<size_t>(s.first_index)].num_cached_tokens;
@@ -102,6 +120,7 @@ bool stream_body(Job& job, http::Responder& res) {
   const auto total = static_cast<size_t>(num_choices(job.streams));
   std::vector<size_t> offsets(total, 0);
   job.streamed.assign(total, ChoiceResult{});
+  job.tool_parsers.assign(total, ToolCallStreamParser{});
   std::vector<bool> starts_stream(total, false);  // the n choices of one prompt share its cached tokens
   for (const ChoiceStream& s : job.streams) starts_stream[static_cast<size_t>(s.first_index)] = true;
   for (size_t i = 0; i < total; ++i) {
@@ -130,13 +149,35 @@ bool stream_body(Job& job, http::Responder& res) {
       so_far.token_ids.insert(so_far.token_ids.end(), o.new_tokens.begin(), o.new_tokens.end());
       if (o.finished && (o.finish_reason == FinishReason::kStop || o.finish_reason == FinishReason::kLength))
         job.st->answers.remember(job.st->engine.tokenizer(), so_far.text, so_far.token_ids);
-      if (!o.text.empty() || has_logprobs) {
+      std::string content = o.text;
+      std::vector<ParsedToolCall> calls;
+      ToolCallStreamParser* parser = job.tools.active() ? &job.tool_parsers[static_cast<size_t>(idx)] : nullptr;
+      const int first_call = parser ? parser->num_calls() : 0;
+      if (parser) {
+        content.clear();
+        parser->push(o.text, &content, &calls);
+        if (o.finished) parser->finish(&content, &calls);
+      }
+      if (!content.empty() || has_logprobs) {
         json lp = has_logprobs ? chat_logprobs(o.samples, piece) : json(nullptr);
-        if (!write(sse_event(chat_chunk(job.meta, idx, {{"content", o.text}}, lp, FinishReason::kNone, with_usage))))
+        if (!write(sse_event(chat_chunk(job.meta, idx, {{"content", content}}, lp, FinishReason::kNone, with_usage))))
           return false;
       }
-      return !o.finished ||
-             write(sse_event(chat_chunk(job.meta, idx, json::object(), nullptr, o.finish_reason, with_usage)));
+      for (size_t k = 0; k < calls.size(); ++k) {
+        // OpenAI's delta: the call's index among this choice's calls, its id,
+        // name and arguments (here in one piece).
+        json call = tool_calls_json({calls[k]}, job.meta.id + "_" + std::to_string(idx))[0];
+        const int index = first_call + static_cast<int>(k);
+        call["id"] = "call_" + job.meta.id + "_" + std::to_string(idx) + "_" + std::to_string(index);
+        call["index"] = index;
+        if (!write(sse_event(chat_chunk(job.meta, idx, {{"tool_calls", json::array({call})}}, nullptr,
+                                        FinishReason::kNone, with_usage))))
+          return false;
+      }
+      if (!o.finished) return true;
+      json last = chat_chunk(job.meta, idx, json::object(), nullptr, o.finish_reason, with_usage);
+      if (parser && parser->num_calls() > 0) last["choices"][0]["finish_reason"] = "tool_calls";
+      return write(sse_event(last));
     }
     if (o.text.empty() && !has_logprobs && !o.finished) return true;
     size_t& off = offsets[static_cast<size_t>(idx)];
@@ -207,7 +248,8 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   if (auto e = parse_chat_request(body, &cr)) return send_error(res, *e);
   if (auto e = st.check_model(cr.gen.model)) return send_error(res, *e);
   if (!st.chat) return send_error(res, api_error_from_status(Status(StatusCode::kUnimplemented, st.chat_error)));
-  restore_key_order(nlohmann::ordered_json::parse(req.body), &cr);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body);
+  restore_key_order(ordered, &cr);
   auto job = std::make_unique<Job>();
   job->st = &st;
   job->chat = true;
@@ -215,12 +257,32 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   job->logprobs = cr.logprobs ? cr.top_logprobs : -1;
   job->meta = {st.new_response_id("chatcmpl"), 0, st.config.served_model_name};
   if (auto e = attach_grammar(st, body, req, *job)) return send_error(res, *e);
+  if (auto e = parse_tool_request(ordered, &job->tools)) return send_error(res, *e);
+  const bool forced = job->tools.choice == ToolRequest::Choice::kRequired ||
+                      job->tools.choice == ToolRequest::Choice::kNamed;
+  if (forced) {
+    // tool_choice required / named: the answer is calls whose arguments
+    // follow the functions' schemas.
+    if (job->gen.base.grammar)
+      return send_error(res, bad_request("'tool_choice' required or a named function cannot be combined with "
+                                         "response_format or guided decoding",
+                                         "tool_choice"));
+    StructuredOutputRequest so;
+    so.kind = StructuredOutputRequest::Kind::kGrammar;
+    so.param = "tools";
+    auto gbnf = tool_call_gbnf(job->tools);
+    if (!gbnf.is_ok()) return send_error(res, bad_request(gbnf.status().message(), "tools"));
+    so.text = *gbnf;
+    if (auto e = compile_structured_output(so, st.grammars, &job->gen.base.grammar)) return send_error(res, *e);
+  }
+  nlohmann::ordered_json template_tools;
+  cr.messages = prepare_tool_messages(cr.messages, job->tools, st.chat->renders_tools(), &template_tools);
   // The history's answers keep the token ids they were generated as, so the
   // prefix cache serves the whole conversation so far (server/answer_tokens.h).
   auto encoded = encode_chat(
       st.engine.tokenizer(), cr.messages,
       [&](const nlohmann::ordered_json& messages) {
-        return st.chat->render(messages, cr.add_generation_prompt, cr.tools, cr.template_kwargs);
+        return st.chat->render(messages, cr.add_generation_prompt, template_tools, cr.template_kwargs);
       },
       st.answers);
   if (!encoded.is_ok()) return send_error(res, api_error_from_status(encoded.status(), "messages"));

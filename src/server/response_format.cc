@@ -72,10 +72,17 @@ json chat_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choic
                    const PieceFn& piece, bool logprobs) {
   json cs = json::array();
   for (const ChoiceResult& c : choices) {
+    json message = {{"role", "assistant"}, {"content", c.text}};
+    json reason = finish_reason_json(c.finish_reason);
+    if (c.tool_calls.is_array() && !c.tool_calls.empty()) {
+      if (c.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = c.tool_calls;
+      reason = "tool_calls";
+    }
     cs.push_back({{"index", c.index},
-                  {"message", {{"role", "assistant"}, {"content", c.text}}},
+                  {"message", std::move(message)},
                   {"logprobs", logprobs ? chat_logprobs(c.samples, piece) : json(nullptr)},
-                  {"finish_reason", finish_reason_json(c.finish_reason)}});
+                  {"finish_reason", std::move(reason)}});
   }
   return {{"id", m.id},    {"object", "chat.completion"}, {"created", m.created}, {"model", m.model},
           {"choices", cs}, {"usage", usage_json(usage)}};

@@ -25,6 +25,9 @@ struct ChoiceResult {
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
   int32_t num_cached_tokens = 0;
+  // Chat with tools: the calls parsed out of the answer (text is then the
+  // rest); an empty array or null when there are none.
+  nlohmann::json tool_calls;
 };
 
 struct Usage {

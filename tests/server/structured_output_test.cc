@@ -155,3 +155,129 @@ TEST(StructuredOutputServer, InvalidConstraintsAre400sThatSayWhere) {
 
 }  // namespace
 }  // namespace pagoda::server
+
+namespace pagoda::server {
+namespace {
+
+// One small tool: the bundled model's context is 256 tokens (several tools
+// and the grammar's choice among them are covered by tool_calls_test.cc).
+const char* kWeatherTool = R"([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1,
+    "maximum": 7}}, "required": ["city", "days"]}}}])";
+
+// One call per answer: the bundled model's 256-token context has no room
+// for a run of parallel calls.
+json tool_body(const std::string& messages, const std::string& choice, bool stream, int seed) {
+  return json::parse(R"({"messages": )" + messages + R"(, "tools": )" + kWeatherTool + R"(, "tool_choice": )" +
+                     choice + R"(, "temperature": 1, "seed": )" + std::to_string(seed) + R"(, "stream": )" +
+                     (stream ? "true" : "false") + R"(, "parallel_tool_calls": false})");
+}
+
+// The tool_calls of a streamed answer, put back together from the deltas.
+json streamed_calls(const std::string& body, std::string* finish) {
+  bool done = false;
+  json calls = json::array();
+  for (const json& ev : testing::sse_events(body, &done)) {
+    for (const json& ch : ev["choices"]) {
+      if (ch["finish_reason"].is_string()) *finish = ch["finish_reason"];
+      if (!ch["delta"].contains("tool_calls")) continue;
+      for (const json& d : ch["delta"]["tool_calls"]) {
+        const size_t i = d["index"].get<size_t>();
+        if (calls.size() <= i) calls.push_back({{"id", d["id"]}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
+        calls[i]["function"]["name"] = calls[i]["function"]["name"].get<std::string>() + d["function"].value("name", "");
+        calls[i]["function"]["arguments"] =
+            calls[i]["function"]["arguments"].get<std::string>() + d["function"].value("arguments", "");
+      }
+    }
+  }
+  EXPECT_TRUE(done);
+  return calls;
+}
+
+void expect_valid_calls(const json& calls, const std::string& only = "") {
+  const json tools = json::parse(kWeatherTool);
+  ASSERT_TRUE(calls.is_array());
+  ASSERT_FALSE(calls.empty());
+  for (const json& c : calls) {
+    EXPECT_EQ(c["type"], "function");
+    EXPECT_TRUE(c["id"].is_string());
+    const std::string name = c["function"]["name"];
+    if (!only.empty()) {
+      EXPECT_EQ(name, only);
+    }
+    json args;
+    ASSERT_NO_THROW(args = json::parse(c["function"]["arguments"].get<std::string>())) << c.dump();
+    ASSERT_EQ(name, "weather");
+    const json& schema = tools[0]["function"]["parameters"];
+    std::string why;
+    EXPECT_TRUE(test::validate_json(schema, args, &why)) << why << ": " << c.dump();
+  }
+}
+
+TEST(ToolCallServer, RequiredAndNamedCallsParseAndValidateWholeAndStreamed) {
+  testing::TestServer server(bundled_model());
+  auto c = server.client();
+  const std::string msgs = R"([{"role": "user", "content": "Weather in Rome?"}])";
+  for (int seed = 0; seed < 3; ++seed) {
+    for (const std::string& choice : {std::string(R"("required")"),
+                                     std::string(R"({"type": "function", "function": {"name": "weather"}})")}) {
+      const std::string only = choice[0] == '{' ? "weather" : "";
+      auto r = testing::post_json(c, "/v1/chat/completions", tool_body(msgs, choice, false, seed).dump());
+      ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+      const json ch = testing::body_json(r)["choices"][0];
+      EXPECT_EQ(ch["finish_reason"], "tool_calls") << ch.dump();
+      EXPECT_TRUE(ch["message"]["content"].is_null()) << ch.dump();
+      expect_valid_calls(ch["message"]["tool_calls"], only);
+
+      auto s = testing::post_json(c, "/v1/chat/completions", tool_body(msgs, choice, true, seed).dump());
+      ASSERT_TRUE(s && s->status == 200);
+      std::string finish;
+      const json calls = streamed_calls(s->body, &finish);
+      EXPECT_EQ(finish, "tool_calls");
+      expect_valid_calls(calls, only);
+      ASSERT_EQ(calls.size(), ch["message"]["tool_calls"].size());  // same seed, same calls
+      for (size_t i = 0; i < calls.size(); ++i)
+        EXPECT_EQ(calls[i]["function"], ch["message"]["tool_calls"][i]["function"]);
+    }
+  }
+  EXPECT_TRUE(testing::wait_idle_and_free(server));
+}
+
+TEST(ToolCallServer, ResultsGoBackInAndAutoAnswers) {
+  testing::TestServer server(bundled_model());
+  auto c = server.client();
+  // Round 1: a forced call.
+  auto r1 = testing::post_json(
+      c, "/v1/chat/completions",
+      tool_body(R"([{"role": "user", "content": "Weather in Oslo?"}])", R"("required")", false, 1).dump());
+  ASSERT_TRUE(r1 && r1->status == 200) << (r1 ? r1->body : "no response");
+  const json msg = testing::body_json(r1)["choices"][0]["message"];
+  ASSERT_TRUE(msg["tool_calls"].is_array());
+  // Round 2: the call and its result go back in; with auto the model may
+  // answer or call again, and the response says which consistently.
+  json messages = json::array({{{"role", "user"}, {"content", "Weather in Oslo?"}}, msg});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", msg["tool_calls"][0]["id"]}, {"content", "cold, 2 C"}});
+  for (int seed = 0; seed < 4; ++seed) {
+    auto r2 = testing::post_json(c, "/v1/chat/completions", tool_body(messages.dump(), R"("auto")", false, seed).dump());
+    ASSERT_TRUE(r2 && r2->status == 200) << (r2 ? r2->body : "no response");
+    const json ch = testing::body_json(r2)["choices"][0];
+    if (ch["message"].contains("tool_calls")) {
+      EXPECT_EQ(ch["finish_reason"], "tool_calls");
+      for (const json& call : ch["message"]["tool_calls"]) EXPECT_TRUE(call["function"]["arguments"].is_string());
+    } else {
+      EXPECT_TRUE(ch["message"]["content"].is_string());
+      EXPECT_NE(ch["finish_reason"], "tool_calls");
+    }
+  }
+  // A forced call with response_format is refused.
+  json bad = tool_body(R"([{"role": "user", "content": "x"}])", R"("required")", false, 1);
+  bad["response_format"] = {{"type", "json_object"}};
+  auto r3 = testing::post_json(c, "/v1/chat/completions", bad.dump());
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(r3->status, 400);
+  EXPECT_EQ(testing::body_json(r3)["error"]["param"], "tool_choice");
+  EXPECT_TRUE(testing::wait_idle_and_free(server));
+}
+
+}  // namespace
+}  // namespace pagoda::server
