@@ -74,6 +74,19 @@ std::unique_ptr<DecodingStrategy> make_decoding_strategy(Request& req, DecodingH
   return std::make_unique<PlainDecoding>(req, host);
 }
 
+std::unique_ptr<grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tok) {
+  const int32_t n = tok.vocab_size();
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  std::vector<bool> excluded(static_cast<size_t>(n), false);
+  std::vector<int32_t> end_ids;
+  for (int32_t t = 0; t < n; ++t) {
+    pieces[static_cast<size_t>(t)] = tok.token_to_piece(t);
+    excluded[static_cast<size_t>(t)] = tok.is_control(t) || tok.is_eog(t);
+    if (tok.is_eog(t)) end_ids.push_back(t);
+  }
+  return std::make_unique<grammar::TokenVocab>(std::move(pieces), excluded, std::move(end_ids));
+}
+
 bool apply_grammar(Choice& c, float* logits, int32_t vocab_size, DecodingHost& host) {
   if (!c.matcher) return true;
   const double t0 = host.now();

@@ -105,6 +105,10 @@ std::unique_ptr<DecodingStrategy> make_beam_search(Request& req, DecodingHost& h
 // Speculative decoding for n = 1 (engine/speculative_decoding.cc).
 std::unique_ptr<DecodingStrategy> make_speculative_decoding(Request& req, DecodingHost& host);
 
+// The vocabulary as grammars see it: token texts, control and end tokens
+// never matched as text, end tokens allowed once a grammar is complete.
+std::unique_ptr<grammar::TokenVocab> make_grammar_vocab(const Tokenizer& tok);
+
 // Structured output: sets the logits of every token c's grammar forbids next
 // to -inf (nothing for an unconstrained choice). False when the grammar
 // allows no token of the vocabulary: the caller ends the choice with

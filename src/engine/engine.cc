@@ -194,19 +194,7 @@ std::unique_ptr<Choice> Engine::make_choice(Request& req, int32_t index, const S
 }
 
 const grammar::TokenVocab& Engine::grammar_vocab() {
-  if (!grammar_vocab_) {
-    const int32_t n = tokenizer_->vocab_size();
-    std::vector<std::string> pieces(static_cast<size_t>(n));
-    std::vector<bool> excluded(static_cast<size_t>(n), false);
-    std::vector<int32_t> end_ids;
-    for (int32_t t = 0; t < n; ++t) {
-      pieces[static_cast<size_t>(t)] = tokenizer_->token_to_piece(t);
-      // Control tokens are never text a grammar could match.
-      excluded[static_cast<size_t>(t)] = tokenizer_->is_control(t) || tokenizer_->is_eog(t);
-      if (tokenizer_->is_eog(t)) end_ids.push_back(t);
-    }
-    grammar_vocab_ = std::make_unique<grammar::TokenVocab>(std::move(pieces), excluded, std::move(end_ids));
-  }
+  if (!grammar_vocab_) grammar_vocab_ = make_grammar_vocab(*tokenizer_);
   return *grammar_vocab_;
 }
 

@@ -27,8 +27,8 @@ struct Job {
   std::vector<std::string> echo;  // completions: per-choice prefix
   Usage usage;                    // prompt tokens filled in before submit
   Streams streams;
-  std::vector<ChoiceResult> streamed;  // chat streams: each choice's text and ids so far
-  ToolRequest tools;                   // chat: tool calls are parsed out when tools.active()
+  std::vector<ChoiceResult> streamed;              // chat streams: each choice's text and ids so far
+  ToolRequest tools;                               // chat: tool calls are parsed out when tools.active()
   std::vector<ToolCallStreamParser> tool_parsers;  // chat streams with tools: one per choice
 };
 
@@ -258,8 +258,8 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   job->meta = {st.new_response_id("chatcmpl"), 0, st.config.served_model_name};
   if (auto e = attach_grammar(st, body, req, *job)) return send_error(res, *e);
   if (auto e = parse_tool_request(ordered, &job->tools)) return send_error(res, *e);
-  const bool forced = job->tools.choice == ToolRequest::Choice::kRequired ||
-                      job->tools.choice == ToolRequest::Choice::kNamed;
+  const bool forced =
+      job->tools.choice == ToolRequest::Choice::kRequired || job->tools.choice == ToolRequest::Choice::kNamed;
   if (forced) {
     // tool_choice required / named: the answer is calls whose arguments
     // follow the functions' schemas.

@@ -72,8 +72,7 @@ MaybeError parse_tool_request(const ordered_json& body, ToolRequest* out) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const ordered_json& t = (*tools)[i];
       const std::string where = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
-          !t["function"].is_object())
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
         return bad_request("'" + where + "' must be {\"type\": \"function\", \"function\": {...}}", "tools");
       const ordered_json& fn = t["function"];
       if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
@@ -148,7 +147,8 @@ ordered_json prepare_tool_messages(const ordered_json& messages, const ToolReque
     if (role == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array()) {
       std::string text = m.value("content", "");
       for (const ordered_json& call : m["tool_calls"]) {
-        if (call.is_object() && call.contains("function")) text += (text.empty() ? "" : "\n") + call_text(call["function"]);
+        if (call.is_object() && call.contains("function"))
+          text += (text.empty() ? "" : "\n") + call_text(call["function"]);
       }
       m["content"] = text;
       m.erase("tool_calls");
@@ -173,9 +173,8 @@ Result<std::string> tool_call_gbnf(const ToolRequest& req) {
     const ordered_json& fn = t["function"];
     const std::string name = fn["name"].get<std::string>();
     if (req.choice == ToolRequest::Choice::kNamed && name != req.name) continue;
-    ordered_json params = fn.contains("parameters") && fn["parameters"].is_object()
-                              ? fn["parameters"]
-                              : ordered_json{{"type", "object"}};
+    ordered_json params =
+        fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"] : ordered_json{{"type", "object"}};
     branches.push_back({{"type", "object"},
                         {"properties", {{"name", {{"const", name}}}, {"arguments", params}}},
                         {"required", {"name", "arguments"}},

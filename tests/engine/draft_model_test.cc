@@ -15,7 +15,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "../build_kind.h"
@@ -188,8 +190,11 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
 
 // The first three sampled tokens of `method`'s runs against the exact joint
-// distribution, for each top_p.
-void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) {
+// distribution, for each top_p. With `use_grammar` the six tokens are
+// allowed by a grammar instead of logit_bias (structured output): the
+// verifier then masks each row while the draft proposes from its own,
+// unconstrained distribution.
+void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps, bool use_grammar = false) {
   const std::vector<int32_t> prompt = {1, 412, 97, 1051};
   // logit_bias bans all but six tokens (in both models' processing: the
   // draft's sampler uses the request's parameters), so 6^3 joint outcomes.
@@ -204,35 +209,82 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) 
   }
   std::vector<int32_t> allowed(static_cast<size_t>(vocab));
   for (int32_t i = 0; i < vocab; ++i) allowed[i] = i;
-  std::partial_sort(allowed.begin(), allowed.begin() + 6, allowed.end(),
-                    [&](int32_t a, int32_t b) { return first_logits[a] > first_logits[b]; });
+  std::sort(allowed.begin(), allowed.end(), [&](int32_t a, int32_t b) { return first_logits[a] > first_logits[b]; });
   allowed.resize(6);
+  // The grammar variant: four of the six tokens' texts. Tokens that spell a
+  // prefix of one of them are allowed too, so the exact distribution below
+  // walks the grammar's masks instead of the six tokens.
+  std::shared_ptr<const grammar::Grammar> g;
+  std::unique_ptr<grammar::TokenVocab> gvocab;
+  if (use_grammar) {
+    auto tok = Engine::create(kTarget, EngineConfig{});
+    ASSERT_TRUE(tok.is_ok());
+    gvocab = make_grammar_vocab((*tok)->tokenizer());
+    std::string gbnf = "root ::= (";
+    for (size_t i = 0; i < allowed.size(); ++i)
+      gbnf += (i ? " | " : "") + grammar::gbnf_literal(gvocab->piece(allowed[i]));
+    gbnf += "){4}\n";
+    auto compiled = grammar::compile_gbnf(gbnf);
+    ASSERT_TRUE(compiled.is_ok()) << compiled.status().message();
+    g = *compiled;
+  }
   for (const float top_p : top_ps) {
     SamplingParams sp;
     sp.temperature = 1.0f;
     sp.top_p = top_p;
-    for (int32_t t = 0; t < vocab; ++t)
-      if (std::find(allowed.begin(), allowed.end(), t) == allowed.end()) sp.logit_bias.push_back({t, -INFINITY});
-    // The exact joint distribution without speculation, from the target.
+    if (!use_grammar) {
+      for (int32_t t = 0; t < vocab; ++t)
+        if (std::find(allowed.begin(), allowed.end(), t) == allowed.end()) sp.logit_bias.push_back({t, -INFINITY});
+    }
+    // The exact joint distribution without speculation, from the target:
+    // over the six tokens, or over every path the grammar's masks allow.
     Sampler ref(sp, vocab);
-    auto probs_after = [&](const std::vector<int32_t>& output) {
+    auto probs_after = [&](const std::vector<int32_t>& output, const grammar::Matcher* m) {
       std::vector<int32_t> ctx = prompt;
       ctx.insert(ctx.end(), output.begin(), output.end());
       auto l = prompt_logits(*probe->runner, ctx);
       EXPECT_TRUE(l.is_ok());
+      std::vector<float> row(l->end() - vocab, l->end());
+      if (m) {
+        grammar::TokenMask mask;
+        m->fill_mask(*gvocab, &mask);
+        for (int32_t t = 0; t < vocab; ++t)
+          if (t >= gvocab->size() || !grammar::mask_has(mask, t)) row[static_cast<size_t>(t)] = -INFINITY;
+      }
       std::vector<float> p;
-      ref.probabilities(l->data() + l->size() - vocab, prompt, output, p);
+      ref.probabilities(row.data(), prompt, output, p);
       return p;
     };
+    // Outcomes are the first three tokens; a grammar that ends sooner (a
+    // token spelling two words) ends the choice there: padded with `vocab`.
+    const int64_t base = vocab + 1;
+    auto key = [&](std::vector<int32_t> t) {
+      t.resize(3, vocab);
+      return (int64_t{t[0]} * base + t[1]) * base + t[2];
+    };
     std::map<int64_t, double> probs;
-    const std::vector<float> p0 = probs_after({});
-    for (int32_t a : allowed) {
-      const std::vector<float> p1 = probs_after({a});
-      for (int32_t b : allowed) {
-        const std::vector<float> p2 = probs_after({a, b});
-        for (int32_t c : allowed) probs[(int64_t{a} * vocab + b) * vocab + c] = double{p0[a]} * p1[b] * p2[c];
-      }
-    }
+    std::function<void(std::vector<int32_t>, double, const grammar::Matcher*)> walk =
+        [&](std::vector<int32_t> out, double p, const grammar::Matcher* m) {
+          if (out.size() == 3 || (m && m->is_finished())) {
+            probs[key(out)] += p;
+            return;
+          }
+          const std::vector<float> next = probs_after(out, m);
+          for (int32_t t = 0; t < vocab; ++t) {
+            if (next[static_cast<size_t>(t)] <= 0) continue;
+            std::optional<grammar::Matcher> m2;
+            if (m) {
+              m2.emplace(*m);
+              ASSERT_TRUE(m2->accept_token(*gvocab, t));
+            }
+            std::vector<int32_t> o = out;
+            o.push_back(t);
+            walk(std::move(o), p * next[static_cast<size_t>(t)], m2 ? &*m2 : nullptr);
+          }
+        };
+    std::optional<grammar::Matcher> m0;
+    if (use_grammar) m0.emplace(g);
+    walk({}, 1.0, m0 ? &*m0 : nullptr);
 
     EngineConfig cfg;
     cfg.num_threads = 1;
@@ -255,6 +307,7 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) 
       s.ignore_eos = true;
       s.sampling = sp;
       s.sampling.seed = 1000 + static_cast<uint64_t>(i);
+      s.grammar = g;
       ASSERT_TRUE((*e)->add_request(s, RequestId{i}).is_ok());
       if (i % 1024 != 1023 && i != n - 1) continue;
       while ((*e)->has_unfinished())  // in waves: a short waiting queue
@@ -265,8 +318,10 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) 
     }
     std::map<int64_t, int64_t> counts;
     for (const auto& [id, t] : outs) {
-      ASSERT_EQ(t.size(), 4u);
-      ++counts[(int64_t{t[0]} * vocab + t[1]) * vocab + t[2]];
+      if (!use_grammar) {
+        ASSERT_EQ(t.size(), 4u);
+      }
+      ++counts[key(t)];
     }
     const auto [stat, critical] = testing_util::chi_square(counts, probs, n);
     EXPECT_LT(stat, critical) << "top_p " << top_p;
@@ -281,6 +336,11 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps) 
 TEST(DraftModelSampling, FirstThreeTokensKeepTheTargetDistribution) {
   const float top_ps[] = {1.0f, 0.9f};
   check_first_three_tokens(SpecMethod::kDraft, top_ps);
+}
+
+TEST(DraftModelSampling, UnderAGrammarFirstThreeTokensKeepTheConstrainedDistribution) {
+  const float top_ps[] = {1.0f};
+  check_first_three_tokens(SpecMethod::kDraft, top_ps, /*use_grammar=*/true);
 }
 
 TEST(LayerSkipSampling, FirstThreeTokensKeepTheTargetDistribution) {

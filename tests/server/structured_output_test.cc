@@ -99,7 +99,8 @@ TEST(StructuredOutputServer, CompletionsGuidedFields) {
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
     std::vector<std::string> texts;
     if (r && r->status == 200) {
-      for (const json& ch : testing::body_json(r)["choices"]) texts.push_back(ch["text"]);
+      const json body = testing::body_json(r);  // alive for the whole loop
+      for (const json& ch : body["choices"]) texts.push_back(ch["text"]);
     }
     return texts;
   };
@@ -168,8 +169,8 @@ const char* kWeatherTool = R"([{"type": "function", "function": {"name": "weathe
 // One call per answer: the bundled model's 256-token context has no room
 // for a run of parallel calls.
 json tool_body(const std::string& messages, const std::string& choice, bool stream, int seed) {
-  return json::parse(R"({"messages": )" + messages + R"(, "tools": )" + kWeatherTool + R"(, "tool_choice": )" +
-                     choice + R"(, "temperature": 1, "seed": )" + std::to_string(seed) + R"(, "stream": )" +
+  return json::parse(R"({"messages": )" + messages + R"(, "tools": )" + kWeatherTool + R"(, "tool_choice": )" + choice +
+                     R"(, "temperature": 1, "seed": )" + std::to_string(seed) + R"(, "stream": )" +
                      (stream ? "true" : "false") + R"(, "parallel_tool_calls": false})");
 }
 
@@ -183,8 +184,10 @@ json streamed_calls(const std::string& body, std::string* finish) {
       if (!ch["delta"].contains("tool_calls")) continue;
       for (const json& d : ch["delta"]["tool_calls"]) {
         const size_t i = d["index"].get<size_t>();
-        if (calls.size() <= i) calls.push_back({{"id", d["id"]}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
-        calls[i]["function"]["name"] = calls[i]["function"]["name"].get<std::string>() + d["function"].value("name", "");
+        if (calls.size() <= i)
+          calls.push_back({{"id", d["id"]}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
+        calls[i]["function"]["name"] =
+            calls[i]["function"]["name"].get<std::string>() + d["function"].value("name", "");
         calls[i]["function"]["arguments"] =
             calls[i]["function"]["arguments"].get<std::string>() + d["function"].value("arguments", "");
       }
@@ -219,8 +222,8 @@ TEST(ToolCallServer, RequiredAndNamedCallsParseAndValidateWholeAndStreamed) {
   auto c = server.client();
   const std::string msgs = R"([{"role": "user", "content": "Weather in Rome?"}])";
   for (int seed = 0; seed < 3; ++seed) {
-    for (const std::string& choice : {std::string(R"("required")"),
-                                     std::string(R"({"type": "function", "function": {"name": "weather"}})")}) {
+    for (const std::string& choice :
+         {std::string(R"("required")"), std::string(R"({"type": "function", "function": {"name": "weather"}})")}) {
       const std::string only = choice[0] == '{' ? "weather" : "";
       auto r = testing::post_json(c, "/v1/chat/completions", tool_body(msgs, choice, false, seed).dump());
       ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
@@ -258,7 +261,8 @@ TEST(ToolCallServer, ResultsGoBackInAndAutoAnswers) {
   json messages = json::array({{{"role", "user"}, {"content", "Weather in Oslo?"}}, msg});
   messages.push_back({{"role", "tool"}, {"tool_call_id", msg["tool_calls"][0]["id"]}, {"content", "cold, 2 C"}});
   for (int seed = 0; seed < 4; ++seed) {
-    auto r2 = testing::post_json(c, "/v1/chat/completions", tool_body(messages.dump(), R"("auto")", false, seed).dump());
+    auto r2 =
+        testing::post_json(c, "/v1/chat/completions", tool_body(messages.dump(), R"("auto")", false, seed).dump());
     ASSERT_TRUE(r2 && r2->status == 200) << (r2 ? r2->body : "no response");
     const json ch = testing::body_json(r2)["choices"][0];
     if (ch["message"].contains("tool_calls")) {

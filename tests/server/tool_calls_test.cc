@@ -45,7 +45,8 @@ TEST(ToolCalls, ParsesToolChoiceForms) {
       {R"({"tool_choice": "required"})", "needs 'tools'"},
       {R"({"tools": [], "tool_choice": "sometimes"})", "must be \"auto\""},
       {R"({"tools": [{"type": "function", "function": {"name": "a"}}],
-           "tool_choice": {"type": "function", "function": {"name": "b"}}})", "not in 'tools'"},
+           "tool_choice": {"type": "function", "function": {"name": "b"}}})",
+       "not in 'tools'"},
   };
   for (const Case& c : bad) {
     ToolRequest r;
@@ -95,9 +96,9 @@ TEST(ToolCalls, ParsesBlocksWholeAndStreamedAtEverySplit) {
 }
 
 TEST(ToolCalls, GrammarForcesValidCalls) {
-  for (const char* extra : {R"(, "tool_choice": "required")",
-                            R"(, "tool_choice": {"type": "function", "function": {"name": "weather"}})",
-                            R"(, "tool_choice": "required", "parallel_tool_calls": false)"}) {
+  for (const char* extra :
+       {R"(, "tool_choice": "required")", R"(, "tool_choice": {"type": "function", "function": {"name": "weather"}})",
+        R"(, "tool_choice": "required", "parallel_tool_calls": false)"}) {
     const ToolRequest r = parsed(extra);
     auto gbnf = tool_call_gbnf(r);
     ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
@@ -107,13 +108,15 @@ TEST(ToolCalls, GrammarForcesValidCalls) {
       grammar::Matcher m(*g);
       return m.accept_bytes(s) && m.is_complete();
     };
-    const std::string weather = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 3}}\n</tool_call>";
+    const std::string weather =
+        "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 3}}\n</tool_call>";
     const std::string now = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
     EXPECT_TRUE(ok(weather)) << extra;
     EXPECT_EQ(ok(now), r.choice == ToolRequest::Choice::kRequired) << extra;
     EXPECT_EQ(ok(weather + "\n" + weather), r.parallel) << extra;
     EXPECT_FALSE(ok("<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"days\": 3}}\n</tool_call>"));  // city
-    EXPECT_FALSE(ok("<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 9}}\n</tool_call>"));
+    EXPECT_FALSE(
+        ok("<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 9}}\n</tool_call>"));
     EXPECT_FALSE(ok("Sure! " + weather));
   }
 }
@@ -136,8 +139,9 @@ TEST(ToolCalls, MessagesForTemplatesWithAndWithoutTools) {
   ASSERT_EQ(b.size(), 4u);
   EXPECT_EQ(b[0]["role"], "system");
   EXPECT_NE(b[0]["content"].get<std::string>().find("\"name\":\"weather\""), std::string::npos);
-  EXPECT_NE(b[2]["content"].get<std::string>().find("<tool_call>\n{\"name\":\"weather\",\"arguments\":{\"city\":\"Oslo\"}}"),
-            std::string::npos);
+  EXPECT_NE(
+      b[2]["content"].get<std::string>().find("<tool_call>\n{\"name\":\"weather\",\"arguments\":{\"city\":\"Oslo\"}}"),
+      std::string::npos);
   EXPECT_FALSE(b[2].contains("tool_calls"));
   EXPECT_EQ(b[3]["content"], "<tool_response>\ncold\n</tool_response>");
   // tool_choice none: no tools in the prompt.
