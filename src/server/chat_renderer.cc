@@ -14,6 +14,7 @@ Result<std::shared_ptr<const ChatRenderer>> ChatRenderer::create(const std::stri
   std::shared_ptr<ChatRenderer> r(new ChatRenderer());
   r->fallback_ = source.empty();
   r->renders_tools_ = source.find("tools") != std::string::npos;
+  r->tool_format_ = tool_format_for_template(source);
   auto parsed = ChatTemplate::parse(source.empty() ? std::string_view(kChatMlTemplate) : std::string_view(source));
   if (!parsed.is_ok())
     return Status(StatusCode::kUnimplemented, "cannot parse the chat template: " + parsed.status().message());

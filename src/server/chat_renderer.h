@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/tool_calls.h"
 
 namespace pagoda::server {
 
@@ -26,6 +27,8 @@ class ChatRenderer {
   bool is_fallback() const { return fallback_; }
   // The template writes the request's `tools` itself (it mentions them).
   bool renders_tools() const { return renders_tools_; }
+  // How the template writes tool calls (tool_calls.h).
+  ToolFormat tool_format() const { return tool_format_; }
 
  private:
   struct Impl;
@@ -34,6 +37,7 @@ class ChatRenderer {
   std::string bos_, eos_;
   bool fallback_ = false;
   bool renders_tools_ = false;
+  ToolFormat tool_format_ = ToolFormat::kHermes;
 };
 
 }  // namespace pagoda::server

@@ -98,7 +98,7 @@ void respond_whole(Job& job, http::Responder& res) {
     if (job.chat && job.tools.active()) {
       std::string content;
       std::vector<ParsedToolCall> calls;
-      parse_tool_calls(c.text, &content, &calls);
+      parse_tool_calls(c.text, &content, &calls, job.tools.format);
       if (!calls.empty()) {
         c.text = trim_right(content);
         c.tool_calls = tool_calls_json(calls, job.meta.id + "_" + std::to_string(c.index));
@@ -120,7 +120,7 @@ bool stream_body(Job& job, http::Responder& res) {
   const auto total = static_cast<size_t>(num_choices(job.streams));
   std::vector<size_t> offsets(total, 0);
   job.streamed.assign(total, ChoiceResult{});
-  job.tool_parsers.assign(total, ToolCallStreamParser{});
+  job.tool_parsers.assign(total, ToolCallStreamParser(job.tools.format));
   std::vector<bool> starts_stream(total, false);  // the n choices of one prompt share its cached tokens
   for (const ChoiceStream& s : job.streams) starts_stream[static_cast<size_t>(s.first_index)] = true;
   for (size_t i = 0; i < total; ++i) {
@@ -168,7 +168,7 @@ bool stream_body(Job& job, http::Responder& res) {
         // name and arguments (here in one piece).
         json call = tool_calls_json({calls[k]}, job.meta.id + "_" + std::to_string(idx))[0];
         const int index = first_call + static_cast<int>(k);
-        call["id"] = "call_" + job.meta.id + "_" + std::to_string(idx) + "_" + std::to_string(index);
+        call["id"] = tool_call_id(job.meta.id + "_" + std::to_string(idx), static_cast<size_t>(index));
         call["index"] = index;
         if (!write(sse_event(chat_chunk(job.meta, idx, {{"tool_calls", json::array({call})}}, nullptr,
                                         FinishReason::kNone, with_usage))))
@@ -258,6 +258,7 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   job->meta = {st.new_response_id("chatcmpl"), 0, st.config.served_model_name};
   if (auto e = attach_grammar(st, body, req, *job)) return send_error(res, *e);
   if (auto e = parse_tool_request(ordered, &job->tools)) return send_error(res, *e);
+  job->tools.format = st.chat->tool_format();
   const bool forced =
       job->tools.choice == ToolRequest::Choice::kRequired || job->tools.choice == ToolRequest::Choice::kNamed;
   if (forced) {

@@ -39,10 +39,9 @@ std::string call_text(const ordered_json& fn) {
   return std::string(kOpen) + "\n" + call.dump() + "\n" + kClose;
 }
 
-// A block's JSON: {"name": "...", "arguments": {...}} ("parameters" too).
-bool parse_call(const std::string& body, ParsedToolCall* out) {
-  const auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+// A call's JSON object: {"name": "...", "arguments": {...}} ("parameters" too).
+bool parse_call_json(const nlohmann::json& j, ParsedToolCall* out) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   out->name = j["name"].get<std::string>();
   const char* key = j.contains("arguments") ? "arguments" : "parameters";
   if (!j.contains(key)) {
@@ -55,6 +54,27 @@ bool parse_call(const std::string& body, ParsedToolCall* out) {
   return true;
 }
 
+bool parse_call(const std::string& body, ParsedToolCall* out) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  return !j.is_discarded() && parse_call_json(j, out);
+}
+
+// A whole answer in the Llama 3 (one object) or Mistral (an array of
+// objects, or one) form.
+bool parse_whole_answer(const std::string& text, std::vector<ParsedToolCall>* calls) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return false;
+  std::vector<ParsedToolCall> found;
+  for (const nlohmann::json& item : j.is_array() ? j : nlohmann::json::array({j})) {
+    ParsedToolCall call;
+    if (!parse_call_json(item, &call)) return false;
+    found.push_back(std::move(call));
+  }
+  if (found.empty()) return false;
+  calls->insert(calls->end(), found.begin(), found.end());
+  return true;
+}
+
 // The longest suffix of s that is a proper prefix of `tag`.
 size_t partial_tag(const std::string& s, const std::string& tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
@@ -64,6 +84,13 @@ size_t partial_tag(const std::string& s, const std::string& tag) {
 }
 
 }  // namespace
+
+ToolFormat tool_format_for_template(const std::string& source) {
+  if (source.find("[TOOL_CALLS]") != std::string::npos) return ToolFormat::kMistral;
+  if (source.find("<tool_call>") == std::string::npos && source.find("\"parameters\": ") != std::string::npos)
+    return ToolFormat::kLlama3;
+  return ToolFormat::kHermes;
+}
 
 MaybeError parse_tool_request(const ordered_json& body, ToolRequest* out) {
   *out = ToolRequest{};
@@ -175,40 +202,85 @@ Result<std::string> tool_call_gbnf(const ToolRequest& req) {
     if (req.choice == ToolRequest::Choice::kNamed && name != req.name) continue;
     ordered_json params =
         fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"] : ordered_json{{"type", "object"}};
+    const char* args = req.format == ToolFormat::kLlama3 ? "parameters" : "arguments";
     branches.push_back({{"type", "object"},
-                        {"properties", {{"name", {{"const", name}}}, {"arguments", params}}},
-                        {"required", {"name", "arguments"}},
+                        {"properties", {{"name", {{"const", name}}}, {args, params}}},
+                        {"required", {"name", args}},
                         {"additionalProperties", false}});
   }
   const ordered_json schema = branches.size() == 1 ? branches[0] : ordered_json{{"anyOf", branches}};
   auto call = grammar::json_schema_to_gbnf(schema, "tool-call");
   if (!call) return invalid_argument("tools: " + call.status().message());
-  std::string g = "root ::= tool-call-block";
-  if (req.parallel) g += " ( \"\\n\" tool-call-block )*";
-  g += "\ntool-call-block ::= " + grammar::gbnf_literal(std::string(kOpen) + "\n") + " tool-call " +
-       grammar::gbnf_literal(std::string("\n") + kClose) + "\n";
+  std::string g;
+  switch (req.format) {
+    case ToolFormat::kHermes:
+      g = "root ::= tool-call-block";
+      if (req.parallel) g += " ( \"\\n\" tool-call-block )*";
+      g += "\ntool-call-block ::= " + grammar::gbnf_literal(std::string(kOpen) + "\n") + " tool-call " +
+           grammar::gbnf_literal(std::string("\n") + kClose) + "\n";
+      break;
+    case ToolFormat::kLlama3:  // one call per answer
+      g = "root ::= tool-call\n";
+      break;
+    case ToolFormat::kMistral:
+      g = std::string("root ::= \"[\" tool-call") + (req.parallel ? " ( \", \" tool-call )*" : "") + " \"]\"\n";
+      break;
+  }
   return g + *call;
 }
 
-void parse_tool_calls(const std::string& text, std::string* content, std::vector<ParsedToolCall>* calls) {
-  ToolCallStreamParser p;
+void parse_tool_calls(const std::string& text, std::string* content, std::vector<ParsedToolCall>* calls,
+                      ToolFormat format) {
+  ToolCallStreamParser p(format);
   content->clear();
   calls->clear();
   p.push(text, content, calls);
   p.finish(content, calls);
 }
 
-nlohmann::json tool_calls_json(const std::vector<ParsedToolCall>& calls, const std::string& id_prefix) {
+std::string tool_call_id(const std::string& seed, size_t index) {
+  static const char* kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  uint64_t h = 1469598103934665603ull;
+  for (const char ch : seed) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  h = (h ^ index) * 1099511628211ull;
+  std::string id;
+  for (int i = 0; i < 9; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    id += kAlnum[(h >> 33) % 62];
+  }
+  return id;
+}
+
+nlohmann::json tool_calls_json(const std::vector<ParsedToolCall>& calls, const std::string& seed) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
-    out.push_back({{"id", "call_" + id_prefix + "_" + std::to_string(i)},
+    out.push_back({{"id", tool_call_id(seed, i)},
                    {"type", "function"},
                    {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
   }
   return out;
 }
 
+void ToolCallStreamParser::push_whole(const std::string& delta, std::string* content) {
+  if (decided_) {
+    content->append(delta);
+    return;
+  }
+  pending_ += delta;
+  const size_t first = pending_.find_first_not_of(" \n\t");
+  if (first == std::string::npos) return;
+  const char opener = format_ == ToolFormat::kLlama3 ? '{' : '[';
+  if (pending_[first] == opener || (format_ == ToolFormat::kMistral && pending_[first] == '{')) return;  // held whole
+  decided_ = true;
+  content->append(pending_);
+  pending_.clear();
+}
+
 void ToolCallStreamParser::push(const std::string& delta, std::string* content, std::vector<ParsedToolCall>* calls) {
+  if (format_ != ToolFormat::kHermes) {
+    push_whole(delta, content);
+    return;
+  }
   pending_ += delta;
   while (true) {
     if (after_call_) {
@@ -252,6 +324,16 @@ void ToolCallStreamParser::push(const std::string& delta, std::string* content, 
 }
 
 void ToolCallStreamParser::finish(std::string* content, std::vector<ParsedToolCall>* calls) {
+  if (format_ != ToolFormat::kHermes) {
+    const size_t before = calls->size();
+    if (!decided_ && parse_whole_answer(pending_, calls)) {
+      num_calls_ += static_cast<int>(calls->size() - before);
+    } else {
+      content->append(pending_);
+    }
+    pending_.clear();
+    return;
+  }
   if (in_block_) {
     // An unfinished block: a call if its JSON is whole, else text.
     ParsedToolCall call;

@@ -14,6 +14,8 @@
 
 #include "server/chat_renderer.h"
 #include "server/request_parse.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace {
 
@@ -60,11 +62,43 @@ const pagoda::server::ChatRenderer& renderer() {
 
 }  // namespace
 
+// Structured output and tool fields: a 400 with a message, or a grammar.
+void check_constraints(const std::string& text) {
+  const auto body = nlohmann::ordered_json::parse(text);
+  static pagoda::server::GrammarCache cache(4);
+  pagoda::server::StructuredOutputRequest so;
+  if (auto e = pagoda::server::parse_structured_output(body, &so)) {
+    check_error(*e);
+  } else {
+    std::shared_ptr<const pagoda::grammar::Grammar> g;
+    if (auto e = pagoda::server::compile_structured_output(so, cache, &g)) check_error(*e);
+  }
+  pagoda::server::ToolRequest tools;
+  if (auto e = pagoda::server::parse_tool_request(body, &tools)) {
+    check_error(*e);
+    return;
+  }
+  if (tools.choice == pagoda::server::ToolRequest::Choice::kRequired ||
+      tools.choice == pagoda::server::ToolRequest::Choice::kNamed) {
+    auto gbnf = pagoda::server::tool_call_gbnf(tools);
+    if (gbnf.is_ok()) {
+      auto g = pagoda::grammar::compile_gbnf(*gbnf);
+      if (!g.is_ok()) check(!g.status().message().empty());
+    } else {
+      check(!gbnf.status().message().empty());
+    }
+  }
+  nlohmann::ordered_json tmpl_tools;
+  if (body.contains("messages") && body["messages"].is_array())
+    check(pagoda::server::prepare_tool_messages(body["messages"], tools, false, &tmpl_tools).is_array());
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   // parse_json_body: invalid JSON and non-objects are rejected before parsing.
   const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) return 0;
+  check_constraints(text);
 
   pagoda::server::CompletionRequest completion;
   if (auto e = pagoda::server::parse_completion_request(body, &completion)) {

@@ -151,3 +151,94 @@ TEST(ToolCalls, MessagesForTemplatesWithAndWithoutTools) {
 
 }  // namespace
 }  // namespace pagoda::server
+
+#include <fstream>
+#include <sstream>
+
+#include "../shared_files.h"
+#include "server/chat_renderer.h"
+
+namespace pagoda::server {
+namespace {
+
+// Real chat templates (../shared/templates): each is detected as its tool
+// format, renders a conversation with tools, a call and its result, and the
+// call as the template itself writes it parses back into the same call.
+struct TemplateCase {
+  const char* file;
+  ToolFormat format;
+  const char* start;  // where the template's written call begins
+  const char* end;    // and what follows it
+  const char* bos;
+  const char* eos;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ToolCalls, RealTemplatesRoundTripTheirOwnCallSyntax) {
+  const TemplateCase cases[] = {
+      {"templates/Qwen-Qwen2.5-7B-Instruct.jinja", ToolFormat::kHermes, "<tool_call>", "<|im_end|>", "", "<|im_end|>"},
+      {"templates/meta-llama-Llama-3.1-8B-Instruct.jinja", ToolFormat::kLlama3, "{\"name\": \"weather\"", "<|eot_id|>",
+       "<|begin_of_text|>", "<|eot_id|>"},
+      {"templates/mistralai-Mistral-Nemo-Instruct-2407.jinja", ToolFormat::kMistral, "[TOOL_CALLS]", "</s>", "<s>",
+       "</s>"},
+  };
+  for (const TemplateCase& c : cases) {
+    PAGODA_SKIP_WITHOUT_SHARED(c.file);
+    const std::string source = read_file(testing_util::shared_path(c.file));
+    EXPECT_EQ(tool_format_for_template(source), c.format) << c.file;
+    auto r = ChatRenderer::create(source, c.bos, c.eos);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_TRUE((*r)->renders_tools());
+    ToolRequest req = parsed("");
+    req.format = c.format;
+    // The id a response of ours would give the call (Mistral's template
+    // insists on 9 letters and digits).
+    const std::string id = tool_call_id("chatcmpl-1_0", 0);
+    const auto msgs = ordered_json::parse(R"([{"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": ")" + id + R"(", "type": "function",
+          "function": {"name": "weather", "arguments": "{\"city\": \"Oslo\", \"days\": 2}"}}]},
+        {"role": "tool", "tool_call_id": ")" + id + R"(", "content": "cold"}])");
+    ordered_json tmpl_tools;
+    const ordered_json prepared = prepare_tool_messages(msgs, req, true, &tmpl_tools);
+    auto prompt = (*r)->render(prepared, true, tmpl_tools, ordered_json::object());
+    ASSERT_TRUE(prompt.is_ok()) << c.file << ": " << prompt.status().message();
+    EXPECT_NE(prompt->find("weather"), std::string::npos) << *prompt;
+    const size_t a = prompt->find(c.start, prompt->find("Weather in Oslo?"));
+    ASSERT_NE(a, std::string::npos) << c.file << "\n" << *prompt;
+    const size_t b = prompt->find(c.end, a);
+    ASSERT_NE(b, std::string::npos) << c.file;
+    // The control token [TOOL_CALLS] is not in the text a model's answer decodes to.
+    std::string written = prompt->substr(a, b - a);
+    if (c.format == ToolFormat::kMistral) written = written.substr(std::string("[TOOL_CALLS]").size());
+    std::string content;
+    std::vector<ParsedToolCall> calls;
+    parse_tool_calls(written, &content, &calls, c.format);
+    ASSERT_EQ(calls.size(), 1u) << c.file << ": " << written;
+    EXPECT_EQ(calls[0].name, "weather");
+    EXPECT_EQ(nlohmann::json::parse(calls[0].arguments), nlohmann::json::parse(R"({"city": "Oslo", "days": 2})"));
+    // And the grammar for a forced call generates that syntax.
+    req.choice = ToolRequest::Choice::kRequired;
+    req.parallel = false;
+    auto gbnf = tool_call_gbnf(req);
+    ASSERT_TRUE(gbnf.is_ok());
+    auto g = grammar::compile_gbnf(*gbnf);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    grammar::Matcher m(*g);
+    std::string sentence = written;
+    while (!sentence.empty() && (sentence.back() == '\n' || sentence.back() == ' ')) sentence.pop_back();
+    if (c.format == ToolFormat::kMistral) {
+      // Mistral's template adds the call's id; a generated call has none.
+      sentence = R"([{"name": "weather", "arguments": {"city": "Oslo", "days": 2}}])";
+    }
+    EXPECT_TRUE(m.accept_bytes(sentence) && m.is_complete()) << c.file << ": " << sentence;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::server
