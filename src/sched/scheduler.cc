@@ -62,12 +62,65 @@ bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) c
       }
       break;
     }
+    case SchedPolicy::kSlo: {
+      if (pa != pb) return pa;
+      // Waited past the aging bound: first, in arrival order (no starvation).
+      const bool aged_a = now - a->arrival_time > config_.sjf_aging_s;
+      const bool aged_b = now - b->arrival_time > config_.sjf_aging_s;
+      if (aged_a != aged_b) return aged_a;
+      if (aged_a) break;
+      // Requests that can still make their deadline before those that
+      // cannot; among them the least slack first.
+      const double sa = slack_s(a, now), sb = slack_s(b, now);
+      if ((sa >= 0) != (sb >= 0)) return sa >= 0;
+      if (sa >= 0 && sa != sb) return sa < sb;
+      break;
+    }
     case SchedPolicy::kFcfs:
       if (pa != pb) return pa;
       break;
   }
   if (a->arrival_time != b->arrival_time) return a->arrival_time < b->arrival_time;
   return a->request_id < b->request_id;
+}
+
+double Scheduler::predicted_prefill_s(const Sequence* seq) const {
+  const int64_t n = seq->num_uncomputed_tokens();
+  const int64_t steps = (n + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
+  return static_cast<double>(steps) * config_.step_time.fixed_s + config_.step_time.per_token_s * static_cast<double>(n);
+}
+
+double Scheduler::predicted_ttft_s(int32_t num_prompt_tokens) const {
+  int64_t ahead = num_prompt_tokens;
+  for (const Sequence* s : waiting_) ahead += s->num_uncomputed_tokens();
+  for (const Sequence* s : running_) {
+    if (s->num_uncomputed_tokens() > 1) ahead += s->num_uncomputed_tokens();
+  }
+  const int64_t steps = (ahead + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
+  return static_cast<double>(steps) * config_.step_time.fixed_s +
+         config_.step_time.per_token_s * static_cast<double>(ahead);
+}
+
+double Scheduler::slack_s(const Sequence* seq, double now) const {
+  const double ttft = seq->slo_ttft_s > 0 ? seq->slo_ttft_s : config_.slo_default_ttft_s;
+  return seq->arrival_time + ttft - now - predicted_prefill_s(seq);
+}
+
+int32_t Scheduler::tpot_budget(int32_t budget) const {
+  double tpot = 0;
+  int32_t num_decodes = 0;
+  for (const Sequence* s : running_) {
+    if (s->num_uncomputed_tokens() != 1) continue;
+    ++num_decodes;
+    if (s->slo_tpot_s > 0 && (tpot == 0 || s->slo_tpot_s < tpot)) tpot = s->slo_tpot_s;
+  }
+  const StepTimeEstimate& t = config_.step_time;
+  if (tpot == 0 || t.per_token_s <= 0) return budget;
+  // Sarathi-Serve: the most tokens a step may batch and still end in time
+  // (5% headroom: the model's predictions are not exact).
+  const double fits = (0.95 * tpot - t.fixed_s) / t.per_token_s;
+  const auto cap = static_cast<int32_t>(std::clamp(fits, 0.0, static_cast<double>(budget)));
+  return std::max(cap, std::min(num_decodes, budget));
 }
 
 Sequence* Scheduler::pick_victim() const {
@@ -196,6 +249,8 @@ void Scheduler::evict_streaming(Sequence* seq, SchedulerOutput& out) {
 SchedulerOutput Scheduler::schedule(double now) {
   SchedulerOutput out;
   int32_t budget = config_.max_num_batched_tokens;
+  if (config_.policy == SchedPolicy::kSlo) budget = tpot_budget(budget);
+  const int32_t step_budget = budget;
   // 0. Streaming eviction first, before any block changes hands this step.
   for (Sequence* seq : running_) evict_streaming(seq, out);
 
@@ -207,9 +262,18 @@ SchedulerOutput Scheduler::schedule(double now) {
     if (da != db) return da;
     return waits_before(a, b, now);
   });
+  // SLO: running prefills compete with waiting requests by slack (step 2)
+  // instead of going first: a long prompt with a loose deadline pauses while
+  // tight ones start.
+  const bool slo = config_.policy == SchedPolicy::kSlo;
+  std::vector<Sequence*> slo_prefills;
   for (Sequence* seq : order) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
+    if (slo && seq->num_uncomputed_tokens() > 1) {
+      slo_prefills.push_back(seq);
+      continue;
+    }
     int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
     if (num_new <= 0) continue;
     // Drafts ride along a decode as extra positions while budget and blocks
@@ -245,6 +309,21 @@ SchedulerOutput Scheduler::schedule(double now) {
       for (Sequence* s : waiting_) s->sort_key = kv_.num_cached_prefix_tokens(s->tokens);
     std::stable_sort(waiting_.begin(), waiting_.end(),
                      [&](const Sequence* a, const Sequence* b) { return waits_before(a, b, now); });
+    if (slo) {
+      // Paused prefills first where they rank first; they already hold
+      // blocks, so one that cannot write now waits for the next step.
+      for (Sequence* seq : slo_prefills) {
+        if (budget <= 0) break;
+        const bool ahead = waiting_.empty() || waits_before(seq, waiting_.front(), now);
+        if (!ahead) continue;
+        const int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
+        const int32_t begin = seq->num_cache_tokens(), end = begin + num_new;
+        if (num_new <= 0 || compresses(seq, num_new) || !kv_.can_write(seq->seq_id, begin, end)) continue;
+        PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, begin, end, &out.cow));
+        out.scheduled.push_back(slice(seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0));
+        budget -= num_new;
+      }
+    }
     size_t taken = 0;
     for (; taken < waiting_.size() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs;
          ++taken) {
@@ -258,7 +337,22 @@ SchedulerOutput Scheduler::schedule(double now) {
     }
     waiting_.erase(waiting_.begin(), waiting_.begin() + taken);
   }
-  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  if (slo) {
+    // Paused prefills that ranked after the waiting queue: what budget is left.
+    for (Sequence* seq : slo_prefills) {
+      if (budget <= 0) break;
+      const bool done = std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                    [&](const ScheduledSeq& s) { return s.seq == seq; });
+      if (done || seq->status != SeqStatus::kRunning) continue;
+      const int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
+      const int32_t begin = seq->num_cache_tokens(), end = begin + num_new;
+      if (num_new <= 0 || compresses(seq, num_new) || !kv_.can_write(seq->seq_id, begin, end)) continue;
+      PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, begin, end, &out.cow));
+      out.scheduled.push_back(slice(seq, num_new, seq->num_computed_tokens + num_new == seq->num_tokens() ? 1 : 0));
+      budget -= num_new;
+    }
+  }
+  out.num_batched_tokens = step_budget - budget;
   return out;
 }
 

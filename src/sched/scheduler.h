@@ -20,6 +20,15 @@ enum class SchedPolicy {
   kPriority,  // lower `priority` first, then arrival
   kSjf,       // shortest remaining prompt first, FCFS once waited > aging bound
   kLpm,       // longest cached prefix first (SGLang), FCFS once waited > aging bound
+  kSlo,       // least slack to the TTFT deadline first, budget sized by TPOT targets
+};
+
+// Predicted seconds of a step that computes n tokens: fixed + per_token * n
+// (measured at start-up by the engine for the SLO policy).
+struct StepTimeEstimate {
+  double fixed_s = 0;
+  double per_token_s = 0;
+  double seconds(int64_t num_tokens) const { return fixed_s + per_token_s * static_cast<double>(num_tokens); }
 };
 
 enum class PreemptMode {
@@ -31,7 +40,11 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step
   int32_t max_num_seqs = 256;             // running sequences at once
   SchedPolicy policy = SchedPolicy::kFcfs;
-  double sjf_aging_s = 10.0;  // SJF/LPM: waiting longer than this goes first
+  double sjf_aging_s = 10.0;  // SJF/LPM/SLO: waiting longer than this goes first
+  // SLO policy: the step-time model and the TTFT deadline given to requests
+  // without one (they are ordered with the others, never starved).
+  StepTimeEstimate step_time;
+  double slo_default_ttft_s = 5.0;
   PreemptMode preempt_mode = PreemptMode::kRecompute;
   // The KV policy of sequences that do not bring their own (the server's).
   KvPolicy kv_policy;
@@ -98,6 +111,13 @@ class Scheduler {
   // streamed evaluation has filled its cache).
   void set_max_num_batched_tokens(int32_t n) { config_.max_num_batched_tokens = n; }
 
+  // SLO policy: predicted seconds until seq's first token if it ran alone
+  // from now (its uncomputed tokens in budget-sized steps).
+  double predicted_prefill_s(const Sequence* seq) const;
+  // Predicted TTFT of a new request of `num_prompt_tokens` arriving now:
+  // the waiting and unfinished prompt tokens ahead of it plus its own.
+  double predicted_ttft_s(int32_t num_prompt_tokens) const;
+
   int32_t num_waiting() const;
   int32_t num_swapped() const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
@@ -112,6 +132,11 @@ class Scheduler {
   // True if a orders before b in the waiting queue under the policy.
   bool waits_before(const Sequence* a, const Sequence* b, double now) const;
   Sequence* pick_victim() const;
+  // SLO policy: how long before its TTFT deadline seq's prefill would end.
+  double slack_s(const Sequence* seq, double now) const;
+  // SLO policy: the step's token budget that keeps every running decode
+  // with a TPOT target within it (at least one token per decode).
+  int32_t tpot_budget(int32_t budget) const;
   void preempt(Sequence* seq, SchedulerOutput& out);
   // Admits a waiting sequence within `budget` tokens when its blocks fit:
   // swaps it in, or shares its cached prefix and allocates the rest. Returns

@@ -43,6 +43,10 @@ struct Sequence {
   int32_t max_total_tokens = 0;  // prompt + max output tokens, capped by the context
   int32_t priority = 0;          // lower value runs first (vLLM convention)
   double arrival_time = 0;
+  // Latency targets (seconds; 0: none): the first token by arrival_time +
+  // ttft_s, then one token every tpot_s (SchedPolicy::kSlo).
+  double slo_ttft_s = 0;
+  double slo_tpot_s = 0;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
