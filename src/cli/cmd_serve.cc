@@ -65,12 +65,19 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   app.add_option("--policy", policy, "scheduling policy")
-      ->check(CLI::IsMember({"fcfs", "priority", "sjf", "lpm"}))
+      ->check(CLI::IsMember({"fcfs", "priority", "sjf", "lpm", "slo"}))
       ->capture_default_str();
   app.add_option("--preemption", preemption, "preemption mode")
       ->check(CLI::IsMember({"recompute", "swap"}))
       ->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
+  app.add_option("--slo-ttft-ms", sc.slo_ttft_ms, "time-to-first-token target of requests that set none (0: none)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--slo-tpot-ms", sc.slo_tpot_ms, "time-per-output-token target of requests that set none (0: none)")
+      ->check(CLI::Range(0.0, 1e9));
+  bool slo_reject = false;
+  app.add_flag("--slo-reject", slo_reject,
+               "answer 429 at once to a request whose predicted TTFT already exceeds its target");
   app.add_option("-t,--threads", threads, "compute threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", ctx, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
   app.add_option("--max-queue", max_queue, "requests waiting before 429 (0: unbounded)")
@@ -112,6 +119,7 @@ int cmd_serve(int argc, char** argv) {
   sched.policy = policy == "priority" ? SchedPolicy::kPriority
                  : policy == "sjf"    ? SchedPolicy::kSjf
                  : policy == "lpm"    ? SchedPolicy::kLpm
+                 : policy == "slo"    ? SchedPolicy::kSlo
                                       : SchedPolicy::kFcfs;
   sched.preempt_mode = preemption == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
 
@@ -141,6 +149,7 @@ int cmd_serve(int argc, char** argv) {
   cfg.sched = sched;
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   cfg.enable_prefix_caching = !no_prefix_cache;
+  cfg.slo_reject = slo_reject;
   auto engine = Engine::create(model, cfg);
   if (!engine) {
     std::fprintf(stderr, "pagoda serve: error: %s\n", engine.status().message().c_str());

@@ -56,6 +56,12 @@ Result<std::shared_ptr<RequestStream>> AsyncEngine::submit(RequestSpec spec) {
     const int64_t queued = static_cast<int64_t>(pending_.size()) + snapshot_.num_waiting;
     if (max_queue_ > 0 && queued >= max_queue_)
       return resource_exhausted("the request queue is full (" + std::to_string(max_queue_) + " waiting)");
+    if (engine_->slo_reject() && spec.slo_ttft_s > 0) {
+      // Behind the engine's queue (as of its last step) and what is pending.
+      int64_t ahead = snapshot_.num_queued_prefill_tokens + static_cast<int64_t>(spec.prompt.size());
+      for (const auto& p : pending_) ahead += static_cast<int64_t>(p.second.prompt.size());
+      PAGODA_RETURN_IF_ERROR(check_slo_admission(spec.slo_ttft_s, engine_->predicted_prefill_s(ahead)));
+    }
     pending_.emplace_back(id, std::move(spec));
     streams_.emplace(id, stream);
   }
@@ -155,6 +161,7 @@ void AsyncEngine::loop() {
     snap.kv_waste = kv.kv_waste();
     snap.num_preemptions = sch.num_preemptions();
     snap.num_evicted_tokens = sch.num_evicted_tokens();
+    snap.num_queued_prefill_tokens = sch.num_queued_prefill_tokens();
     if (const PrefixCache* pc = kv.prefix_cache()) {
       snap.num_cached_blocks = pc->num_cached_blocks();
       snap.num_cache_evictions = pc->num_evictions();

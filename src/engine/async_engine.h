@@ -52,6 +52,7 @@ struct EngineSnapshot {
   int64_t num_evicted_tokens = 0;  // dropped by the KV policy
   int32_t num_cached_blocks = 0;   // blocks held by the prefix cache
   int64_t num_cache_evictions = 0;
+  int64_t num_queued_prefill_tokens = 0;  // prompt tokens still to compute (SLO admission)
   EngineStats stats;
 };
 

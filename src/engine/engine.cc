@@ -122,6 +122,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                                             e->runner_->pool()));
   }
   if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
+  e->slo_reject_ = config.slo_reject;
+  if (config.sched.policy == SchedPolicy::kSlo && config.sched.step_time.per_token_s <= 0)
+    e->profile_slo_step_time(config.sched.max_num_batched_tokens);
   return e;
 }
 
@@ -160,6 +163,8 @@ Status Engine::validate(const RequestSpec& spec) const {
   if (spec.n < 1 || spec.n > 256) return invalid_argument("n must be in 1..256");
   if (spec.use_beam_search && (spec.beam_width < 1 || spec.beam_width > 64 || spec.n > spec.beam_width))
     return invalid_argument("beam search needs 1 <= n <= beam width <= 64");
+  if (!(spec.slo_ttft_s >= 0 && spec.slo_tpot_s >= 0 && spec.slo_ttft_s < 1e9 && spec.slo_tpot_s < 1e9))
+    return invalid_argument("slo targets must be non-negative numbers of seconds");
   if (spec.use_beam_search && spec.grammar)
     return invalid_argument("structured output (a grammar, schema or regex) cannot be combined with beam search");
   PAGODA_ASSIGN_OR_RETURN(const KvPolicy policy, resolve_kv_policy(spec.kv_policy));
@@ -198,6 +203,16 @@ const grammar::TokenVocab& Engine::grammar_vocab() {
   return *grammar_vocab_;
 }
 
+Status check_slo_admission(double ttft_target_s, double predicted_s) {
+  if (predicted_s <= ttft_target_s) return Status::ok();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "the request cannot meet its time-to-first-token target: predicted %.0f ms for the prompt tokens "
+                "queued ahead and its own, target %.0f ms (--slo-reject); retry later or relax slo.ttft_ms",
+                1e3 * predicted_s, 1e3 * ttft_target_s);
+  return resource_exhausted(buf);
+}
+
 Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId> id_in) {
   PAGODA_RETURN_IF_ERROR(validate(spec));
   PAGODA_ASSIGN_OR_RETURN(const KvPolicy policy, resolve_kv_policy(spec.kv_policy));
@@ -225,6 +240,8 @@ Result<RequestId> Engine::add_request(RequestSpec spec, std::optional<RequestId>
   base.kv_policy = policy;
   base.priority = spec.priority;
   base.arrival_time = req->timing.arrival;
+  base.slo_ttft_s = spec.slo_ttft_s;
+  base.slo_tpot_s = spec.slo_tpot_s;
   req->stops = StopStringMatcher::share(std::move(spec.stop));
   req->spec = std::move(spec);
   req->choices.push_back(make_choice(*req, 0, base));
@@ -259,6 +276,26 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) 
   if (num_drafts == 0) return;
   stats_.record_verification(num_drafts, num_accepted);
   c.spec_acceptance.record(num_drafts, num_accepted);
+}
+
+void Engine::profile_slo_step_time(int32_t max_num_batched_tokens) {
+  std::vector<int32_t> sizes;
+  for (int32_t n : {1, 8, 32, 128, 256, 512})
+    if (n <= max_num_batched_tokens) sizes.push_back(n);
+  const auto times = runner_->profile_step_times(sizes, 64);
+  if (times.size() < 2) return;
+  // Least squares of seconds = fixed + per_token * tokens.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [n, s] : times) {
+    sx += n;
+    sy += s;
+    sxx += static_cast<double>(n) * n;
+    sxy += n * s;
+  }
+  const double k = static_cast<double>(times.size());
+  const double per_token = std::max(0.0, (k * sxy - sx * sy) / std::max(k * sxx - sx * sx, 1e-12));
+  const double fixed = std::max(0.0, (sy - per_token * sx) / k);
+  scheduler_->set_step_time({fixed, per_token});
 }
 
 void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
@@ -404,6 +441,16 @@ void Engine::update(std::vector<RequestOutput>& outputs) {
     auto req = requests_.find(it->id);
     if (req == requests_.end() || !req->second->strategy->done()) continue;
     it->request_finished = true;
+    const Request& r = *req->second;
+    if (r.spec.slo_ttft_s > 0 || r.spec.slo_tpot_s > 0) {
+      const RequestTiming& t = r.timing;
+      const int32_t n = it->num_output_tokens;
+      const double tpot = n > 1 ? (t.last_token - t.first_token) / (n - 1) : 0;
+      const bool ttft_ok = r.spec.slo_ttft_s <= 0 || (t.first_token >= 0 && t.ttft() <= r.spec.slo_ttft_s);
+      const bool tpot_ok = r.spec.slo_tpot_s <= 0 || tpot <= r.spec.slo_tpot_s;
+      stats_.record_slo(ttft_ok && tpot_ok && it->finish_reason != FinishReason::kAbort &&
+                        it->finish_reason != FinishReason::kError);
+    }
     requests_.erase(req);
     stats_.record_finished_request();
   }

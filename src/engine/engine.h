@@ -48,10 +48,17 @@ struct EngineConfig {
   int32_t ngram_max = 4;
   std::string spec_datastore;  // retrieval: a file from `pagoda spec build-datastore`
   std::string draft_model;     // draft: a GGUF with the target's vocabulary (--draft-model)
+  // SLO policy: refuse (kResourceExhausted) a request whose predicted TTFT
+  // already exceeds its target, instead of serving it late.
+  bool slo_reject = false;
   // layer-skip: the layers the draft skips, "1,3" (--skip-layers); empty:
   // the set `pagoda spec tune-skip` stored beside the model.
   std::string skip_layers;
 };
+
+// --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when
+// the predicted time to the first token exceeds the target.
+Status check_slo_admission(double ttft_target_s, double predicted_s);
 
 class Engine : private DecodingHost {
  public:
@@ -79,6 +86,11 @@ class Engine : private DecodingHost {
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineStats& stats() const { return stats_.stats(); }
   int32_t max_model_len() const { return max_model_len_; }
+  // --slo-reject: requests whose predicted TTFT exceeds their target are
+  // refused at admission (AsyncEngine::submit, where a caller can be told
+  // at once). Both read only configuration (any thread).
+  bool slo_reject() const { return slo_reject_; }
+  double predicted_prefill_s(int64_t num_tokens) const { return scheduler_->predicted_prefill_s(num_tokens); }
   // A request's KV policy: the server's, or its own with the server's
   // numbers where it sets none; checked against the model and the pool.
   Result<KvPolicy> resolve_kv_policy(const std::optional<KvPolicyRequest>& request) const;
@@ -108,6 +120,8 @@ class Engine : private DecodingHost {
   // A bounded policy's sequence must fit the pool alone; `what` starts the error.
   Status check_kv_room(const KvPolicy& p, const std::string& what) const;
   void profile_step_cost(int32_t max_num_batched_tokens);
+  // SLO policy: fits the scheduler's step-time model (fixed + per token).
+  void profile_slo_step_time(int32_t max_num_batched_tokens);
   std::unique_ptr<Choice> make_choice(Request& req, int32_t index, const Sequence& base);
   // Step phases.
   void mark_scheduled(const SchedulerOutput& out, double t);
@@ -141,6 +155,7 @@ class Engine : private DecodingHost {
   int64_t next_id_ = 0;
   int64_t next_seq_id_ = 0;
   int32_t max_model_len_ = 0;
+  bool slo_reject_ = false;
   int64_t capacity_tokens_ = 0;
   std::unique_ptr<Proposer> proposer_;  // null: speculation off
   std::unique_ptr<DraftModel> draft_;   // --spec draft

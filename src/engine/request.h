@@ -20,6 +20,11 @@ struct RequestSpec {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings (not included in the text)
   int32_t priority = 0;           // lower runs first under the priority policy
+  // Latency targets in seconds (0: none): the --policy slo scheduler orders
+  // and budgets by them, EngineConfig::slo_reject sheds what cannot make the
+  // TTFT target, and requests meeting both count in the goodput.
+  double slo_ttft_s = 0;
+  double slo_tpot_s = 0;
   // Its own KV policy instead of the server's (Engine::resolve_kv_policy).
   std::optional<KvPolicyRequest> kv_policy;
   int32_t n = 1;  // parallel samples: forked after the prompt, sharing its blocks

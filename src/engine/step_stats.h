@@ -27,6 +27,10 @@ struct EngineStats {
   int64_t num_spec_rejections = 0;  // verification steps that rejected a draft
   double spec_draft_seconds = 0;    // spent proposing drafts
   double spec_verify_seconds = 0;   // steps that verified at least one draft
+  // Requests with latency targets that finished, and those that met both
+  // (TTFT and mean time per output token): goodput's numerator.
+  int64_t num_slo_requests = 0;
+  int64_t num_slo_met = 0;
   // Structured output: token masks computed and the time they took.
   int64_t num_grammar_masks = 0;
   double grammar_mask_seconds = 0;
@@ -51,6 +55,10 @@ class StepStats {
   // A finished step: `out` after Scheduler::on_step_done.
   void record_step(const SchedulerOutput& out, int64_t num_generated, double seconds, double kv_waste);
   void record_finished_request() { ++stats_.num_finished; }
+  void record_slo(bool met) {
+    ++stats_.num_slo_requests;
+    if (met) ++stats_.num_slo_met;
+  }
   void record_draft_seconds(double seconds) { stats_.spec_draft_seconds += seconds; }
   void record_grammar_mask(double seconds) {
     ++stats_.num_grammar_masks;

@@ -84,21 +84,19 @@ bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) c
   return a->request_id < b->request_id;
 }
 
-double Scheduler::predicted_prefill_s(const Sequence* seq) const {
-  const int64_t n = seq->num_uncomputed_tokens();
+double Scheduler::predicted_prefill_s(int64_t n) const {
   const int64_t steps = (n + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
-  return static_cast<double>(steps) * config_.step_time.fixed_s + config_.step_time.per_token_s * static_cast<double>(n);
+  return static_cast<double>(steps) * config_.step_time.fixed_s +
+         config_.step_time.per_token_s * static_cast<double>(n);
 }
 
-double Scheduler::predicted_ttft_s(int32_t num_prompt_tokens) const {
-  int64_t ahead = num_prompt_tokens;
-  for (const Sequence* s : waiting_) ahead += s->num_uncomputed_tokens();
+int64_t Scheduler::num_queued_prefill_tokens() const {
+  int64_t n = 0;
+  for (const Sequence* s : waiting_) n += s->num_uncomputed_tokens();
   for (const Sequence* s : running_) {
-    if (s->num_uncomputed_tokens() > 1) ahead += s->num_uncomputed_tokens();
+    if (s->num_uncomputed_tokens() > 1) n += s->num_uncomputed_tokens();
   }
-  const int64_t steps = (ahead + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
-  return static_cast<double>(steps) * config_.step_time.fixed_s +
-         config_.step_time.per_token_s * static_cast<double>(ahead);
+  return n;
 }
 
 double Scheduler::slack_s(const Sequence* seq, double now) const {
@@ -341,8 +339,8 @@ SchedulerOutput Scheduler::schedule(double now) {
     // Paused prefills that ranked after the waiting queue: what budget is left.
     for (Sequence* seq : slo_prefills) {
       if (budget <= 0) break;
-      const bool done = std::any_of(out.scheduled.begin(), out.scheduled.end(),
-                                    [&](const ScheduledSeq& s) { return s.seq == seq; });
+      const bool done =
+          std::any_of(out.scheduled.begin(), out.scheduled.end(), [&](const ScheduledSeq& s) { return s.seq == seq; });
       if (done || seq->status != SeqStatus::kRunning) continue;
       const int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
       const int32_t begin = seq->num_cache_tokens(), end = begin + num_new;

@@ -110,13 +110,17 @@ class Scheduler {
   // Changes the token budget of later steps (e.g. token by token once a
   // streamed evaluation has filled its cache).
   void set_max_num_batched_tokens(int32_t n) { config_.max_num_batched_tokens = n; }
+  void set_step_time(StepTimeEstimate t) { config_.step_time = t; }
 
   // SLO policy: predicted seconds until seq's first token if it ran alone
   // from now (its uncomputed tokens in budget-sized steps).
-  double predicted_prefill_s(const Sequence* seq) const;
-  // Predicted TTFT of a new request of `num_prompt_tokens` arriving now:
-  // the waiting and unfinished prompt tokens ahead of it plus its own.
-  double predicted_ttft_s(int32_t num_prompt_tokens) const;
+  double predicted_prefill_s(const Sequence* seq) const { return predicted_prefill_s(seq->num_uncomputed_tokens()); }
+  // Prompt tokens still to compute: waiting sequences and unfinished
+  // prefills (what a new request queues behind).
+  int64_t num_queued_prefill_tokens() const;
+  // Seconds to compute `num_tokens` prompt tokens in budget-sized steps
+  // (the step-time model; reads only the configuration).
+  double predicted_prefill_s(int64_t num_tokens) const;
 
   int32_t num_waiting() const;
   int32_t num_swapped() const;

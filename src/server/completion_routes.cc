@@ -52,6 +52,10 @@ bool refuse_if_shutting_down(ServerState& st, http::Responder& res) {
 // Adds the engine request of one prompt (its n choices) to the job.
 MaybeError add_prompt(Job& job, std::vector<RequestSpec>& specs, const std::vector<int32_t>& tokens,
                       int32_t default_max_tokens, const std::string& echo) {
+  // The server's latency targets for requests that set none.
+  RequestSpec& base = job.gen.base;
+  if (base.slo_ttft_s == 0) base.slo_ttft_s = job.st->config.slo_ttft_ms / 1e3;
+  if (base.slo_tpot_s == 0) base.slo_tpot_s = job.st->config.slo_tpot_ms / 1e3;
   auto policy = job.st->engine.resolve_kv_policy(job.gen.base.kv_policy);
   if (!policy.is_ok()) return api_error_from_status(policy.status(), "kv_policy");
   // Streaming runs past the context: max_tokens is not capped by it.

@@ -119,6 +119,14 @@ std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerSta
   counter("spec_decode_num_verify_steps_total", "Sequence steps that verified drafts.",
           static_cast<double>(s.stats.num_spec_verify_steps));
   counter("spec_decode_draft_seconds_total", "Seconds spent proposing drafts.", s.stats.spec_draft_seconds);
+  counter("slo_requests_total", "Finished requests that had latency targets (slo).",
+          static_cast<double>(s.stats.num_slo_requests));
+  counter("slo_met_total", "Of those, requests that met both their TTFT and TPOT targets (goodput's numerator).",
+          static_cast<double>(s.stats.num_slo_met));
+  const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  gauge("goodput_requests_per_second",
+        "Requests that met both latency targets per second since start (DistServe's goodput).",
+        uptime > 0 ? static_cast<double>(s.stats.num_slo_met) / uptime : 0.0);
   counter("grammar_masks_total", "Token masks computed for structured output.",
           static_cast<double>(s.stats.num_grammar_masks));
   counter("grammar_mask_seconds_total", "Seconds spent computing structured-output token masks.",

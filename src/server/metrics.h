@@ -3,6 +3,7 @@
 // and latency histograms from finished requests.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,6 +41,7 @@ class ServerMetrics {
 
  private:
   std::string labels_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   mutable std::mutex mu_;
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;

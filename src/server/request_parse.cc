@@ -161,6 +161,21 @@ MaybeError parse_generation(const json& body, bool chat, GenerationParams* g) {
   }
   if (auto e = r.read_bool("ignore_eos", &g->base.ignore_eos)) return e;
   if (auto e = r.read_int32("priority", -1000000, 1000000, &g->base.priority)) return e;
+  if (const json* slo = r.find("slo")) {
+    // {"ttft_ms": X, "tpot_ms": Y}: latency targets (the slo policy).
+    if (!slo->is_object()) return bad_request("'slo' must be an object with ttft_ms and/or tpot_ms", "slo");
+    FieldReader sr(*slo);
+    float ttft = 0, tpot = 0;
+    for (auto [key, out] : {std::pair<const char*, float*>{"ttft_ms", &ttft}, {"tpot_ms", &tpot}}) {
+      if (auto e = sr.read_float(key, 0.0, 1e9, out)) return bad_request("'slo." + e->message.substr(1), "slo");
+    }
+    for (const auto& [key, val] : slo->items()) {
+      if (key != "ttft_ms" && key != "tpot_ms")
+        return bad_request("'slo' has an unknown field '" + key + "' (ttft_ms, tpot_ms)", "slo");
+    }
+    g->base.slo_ttft_s = ttft / 1e3;
+    g->base.slo_tpot_s = tpot / 1e3;
+  }
   if (auto e = parse_kv_policy(r, &g->base)) return e;
   if (auto e = r.read_bool("use_beam_search", &g->base.use_beam_search)) return e;
   if (auto e = r.read_float("length_penalty", -10.0, 10.0, &g->base.length_penalty)) return e;

@@ -30,6 +30,9 @@ struct ServerConfig {
   double shutdown_grace_s = 10;          // after stop(), running handlers' time before their sockets are cut
   bool metrics_require_key = false;      // /metrics needs the API key too
   bool log_requests = false;
+  // Latency targets of requests whose body sets no "slo" (0: none).
+  double slo_ttft_ms = 0;
+  double slo_tpot_ms = 0;
 };
 
 class Server {

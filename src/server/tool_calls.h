@@ -22,9 +22,9 @@ namespace pagoda::server {
 
 // How a model writes its calls, read off its chat template.
 enum class ToolFormat {
-  kHermes,     // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Qwen, Hermes, the fallback)
-  kLlama3,     // the whole answer is {"name": ..., "parameters": {...}} (Llama 3.1-3.3)
-  kMistral,    // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (the marker is a control token)
+  kHermes,   // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Qwen, Hermes, the fallback)
+  kLlama3,   // the whole answer is {"name": ..., "parameters": {...}} (Llama 3.1-3.3)
+  kMistral,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (the marker is a control token)
 };
 ToolFormat tool_format_for_template(const std::string& template_source);
 
@@ -87,7 +87,7 @@ class ToolCallStreamParser {
   void push_whole(const std::string& delta, std::string* content);
   ToolFormat format_;
   bool decided_ = false;  // kLlama3 / kMistral: the answer is text
-  std::string pending_;  // undecided text, or an open block
+  std::string pending_;   // undecided text, or an open block
   bool in_block_ = false;
   bool after_call_ = false;  // drop the blanks that follow a call
   int num_calls_ = 0;

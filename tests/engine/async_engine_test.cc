@@ -108,3 +108,85 @@ TEST(AsyncEngine, FullQueueIsRejected) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+std::unique_ptr<Engine> slo_engine(bool reject, StepTimeEstimate t) {
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  cfg.kv_cache_bytes = 8 << 20;
+  cfg.block_size = 4;
+  cfg.sched.policy = SchedPolicy::kSlo;
+  cfg.sched.step_time = t;  // given: no start-up profile
+  cfg.slo_reject = reject;
+  auto e = Engine::create(testing_util::tiny_model_path(), cfg);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return std::move(e).value();
+}
+
+void drain(std::shared_ptr<RequestStream> s) {
+  while (auto o = s->next()) {
+    if (o->request_finished) break;
+  }
+}
+
+TEST(SloAdmission, RefusesWhatCannotMeetItsTtftTarget) {
+  // One second per prompt token: a 4-token prompt needs ~4 s.
+  AsyncEngine ae(slo_engine(true, {0.0, 1.0}));
+  RequestSpec tight = spec_of(5, 2);
+  tight.slo_ttft_s = 0.5;
+  auto r = ae.submit(tight);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("time-to-first-token target"), std::string::npos) << r.status().message();
+  RequestSpec loose = spec_of(6, 2);
+  loose.slo_ttft_s = 100;
+  auto ok = ae.submit(loose);
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  drain(*ok);
+  auto none = ae.submit(spec_of(7, 2));  // no target: never refused
+  ASSERT_TRUE(none.is_ok());
+  drain(*none);
+}
+
+TEST(SloAdmission, WithoutRejectLateRequestsAreServed) {
+  AsyncEngine ae(slo_engine(false, {0.0, 1.0}));
+  RequestSpec tight = spec_of(5, 2);
+  tight.slo_ttft_s = 0.5;
+  auto r = ae.submit(tight);
+  ASSERT_TRUE(r.is_ok());
+  drain(*r);
+}
+
+TEST(SloGoodput, CountsRequestsMeetingBothTargets) {
+  auto e = slo_engine(false, {0.001, 0.0001});
+  RequestSpec met = spec_of(5, 4);
+  met.slo_ttft_s = 60;
+  met.slo_tpot_s = 60;
+  RequestSpec missed = spec_of(6, 4);
+  missed.slo_ttft_s = 60;
+  missed.slo_tpot_s = 1e-9;  // no step is that fast
+  RequestSpec untargeted = spec_of(7, 4);
+  ASSERT_TRUE(e->add_request(met).is_ok());
+  ASSERT_TRUE(e->add_request(missed).is_ok());
+  ASSERT_TRUE(e->add_request(untargeted).is_ok());
+  while (e->has_unfinished()) e->step();
+  EXPECT_EQ(e->stats().num_slo_requests, 2);
+  EXPECT_EQ(e->stats().num_slo_met, 1);
+}
+
+TEST(SloPolicy, MeasuresItsStepTimeAtStartUp) {
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  cfg.kv_cache_bytes = 8 << 20;
+  cfg.sched.policy = SchedPolicy::kSlo;
+  auto e = Engine::create(testing_util::tiny_model_path(), cfg);
+  ASSERT_TRUE(e.is_ok());
+  const StepTimeEstimate& t = (*e)->scheduler().config().step_time;
+  EXPECT_GT(t.per_token_s, 0);
+  EXPECT_GT((*e)->predicted_prefill_s(1000), (*e)->predicted_prefill_s(10));
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -266,3 +266,27 @@ TEST(JsonDepth, RefusesDeepNestingWithoutParsing) {
 
 }  // namespace
 }  // namespace pagoda::server
+
+namespace pagoda::server {
+namespace {
+
+TEST(RequestParse, SloTargets) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion_request(
+      nlohmann::json::parse(R"({"prompt": "x", "slo": {"ttft_ms": 250, "tpot_ms": 40}})"), &r));
+  EXPECT_DOUBLE_EQ(r.gen.base.slo_ttft_s, 0.25);
+  EXPECT_NEAR(r.gen.base.slo_tpot_s, 0.04, 1e-9);
+  for (const char* bad :
+       {R"({"prompt": "x", "slo": 5})", R"({"prompt": "x", "slo": {"ttft_ms": -1}})",
+        R"({"prompt": "x", "slo": {"ttft": 100}})", R"({"prompt": "x", "slo": {"tpot_ms": "fast"}})"}) {
+    CompletionRequest b;
+    auto e = parse_completion_request(nlohmann::json::parse(bad), &b);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, "slo") << bad;
+    EXPECT_NE(e->message.find("slo"), std::string::npos) << e->message;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::server

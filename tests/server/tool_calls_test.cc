@@ -201,9 +201,11 @@ TEST(ToolCalls, RealTemplatesRoundTripTheirOwnCallSyntax) {
     // insists on 9 letters and digits).
     const std::string id = tool_call_id("chatcmpl-1_0", 0);
     const auto msgs = ordered_json::parse(R"([{"role": "user", "content": "Weather in Oslo?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": ")" + id + R"(", "type": "function",
+        {"role": "assistant", "content": "", "tool_calls": [{"id": ")" +
+                                          id + R"(", "type": "function",
           "function": {"name": "weather", "arguments": "{\"city\": \"Oslo\", \"days\": 2}"}}]},
-        {"role": "tool", "tool_call_id": ")" + id + R"(", "content": "cold"}])");
+        {"role": "tool", "tool_call_id": ")" +
+                                          id + R"(", "content": "cold"}])");
     ordered_json tmpl_tools;
     const ordered_json prepared = prepare_tool_messages(msgs, req, true, &tmpl_tools);
     auto prompt = (*r)->render(prepared, true, tmpl_tools, ordered_json::object());
