@@ -52,7 +52,8 @@ MaybeError parse_structured_output(const ordered_json& body, StructuredOutputReq
   for (const char* key : kFields) {
     const ordered_json* v = find(body, key);
     if (!v) continue;
-    if (std::string(key) == "response_format" && v->is_object() && v->value("type", "") == "text") continue;
+    if (std::string(key) == "response_format" && v->is_object() && v->contains("type") && (*v)["type"] == "text")
+      continue;
     if (set)
       return bad_request(std::string("'") + key + "' and '" + set + "' cannot be used together: choose one", key);
     set = key;

@@ -17,6 +17,14 @@ const ordered_json* find(const ordered_json& obj, const char* key) {
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
+// A string field, or "" when absent or of another type (messages reach here
+// validated, but this must not throw on anything).
+std::string text_of(const ordered_json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 bool has_tool(const ordered_json& tools, const std::string& name) {
   for (const ordered_json& t : tools) {
     if (t["function"]["name"] == name) return true;
@@ -35,7 +43,8 @@ std::string tools_system_text(const ordered_json& tools) {
 }
 
 std::string call_text(const ordered_json& fn) {
-  ordered_json call = {{"name", fn.value("name", "")}, {"arguments", fn.value("arguments", ordered_json::object())}};
+  ordered_json call = {{"name", text_of(fn, "name")},
+                       {"arguments", fn.is_object() && fn.contains("arguments") ? fn["arguments"] : ordered_json::object()}};
   return std::string(kOpen) + "\n" + call.dump() + "\n" + kClose;
 }
 
@@ -99,7 +108,7 @@ MaybeError parse_tool_request(const ordered_json& body, ToolRequest* out) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const ordered_json& t = (*tools)[i];
       const std::string where = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+      if (!t.is_object() || text_of(t, "type") != "function" || !t.contains("function") || !t["function"].is_object())
         return bad_request("'" + where + "' must be {\"type\": \"function\", \"function\": {...}}", "tools");
       const ordered_json& fn = t["function"];
       if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
@@ -129,7 +138,7 @@ MaybeError parse_tool_request(const ordered_json& body, ToolRequest* out) {
     } else {
       return bad_request(kWhat, "tool_choice");
     }
-  } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+  } else if (c->is_object() && text_of(*c, "type") == "function" && c->contains("function") &&
              (*c)["function"].is_object() && (*c)["function"].contains("name") &&
              (*c)["function"]["name"].is_string()) {
     out->choice = ToolRequest::Choice::kNamed;
@@ -170,9 +179,10 @@ ordered_json prepare_tool_messages(const ordered_json& messages, const ToolReque
   // The template knows no tools: write them, the calls and their results as
   // text in the syntax the model is asked to use.
   for (ordered_json& m : out) {
-    const std::string role = m.value("role", "");
+    if (!m.is_object()) continue;
+    const std::string role = text_of(m, "role");
     if (role == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array()) {
-      std::string text = m.value("content", "");
+      std::string text = text_of(m, "content");
       for (const ordered_json& call : m["tool_calls"]) {
         if (call.is_object() && call.contains("function"))
           text += (text.empty() ? "" : "\n") + call_text(call["function"]);
@@ -180,13 +190,13 @@ ordered_json prepare_tool_messages(const ordered_json& messages, const ToolReque
       m["content"] = text;
       m.erase("tool_calls");
     } else if (role == "tool") {
-      m["content"] = "<tool_response>\n" + m.value("content", "") + "\n</tool_response>";
+      m["content"] = "<tool_response>\n" + text_of(m, "content") + "\n</tool_response>";
     }
   }
   if (use_tools) {
     const std::string sys = tools_system_text(req.tools);
-    if (!out.empty() && out[0].value("role", "") == "system") {
-      out[0]["content"] = out[0].value("content", "") + "\n\n" + sys;
+    if (!out.empty() && text_of(out[0], "role") == "system") {
+      out[0]["content"] = text_of(out[0], "content") + "\n\n" + sys;
     } else {
       out.insert(out.begin(), ordered_json{{"role", "system"}, {"content", sys}});
     }
