@@ -19,14 +19,10 @@ for rate in $rates; do
     kill $pid; wait $pid 2>/dev/null || true
     python3 - "$out/$policy-$rate.json" "$policy" "$rate" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))
-m = j.get("metrics", j)
-def g(k):
-    for d in (m, j):
-        if k in d: return d[k]
-    return float("nan")
-print(f"{sys.argv[2]:5} rate {sys.argv[3]:>5}: goodput {g('goodput'):.3f} req/s, throughput {g('request_throughput'):.3f} req/s, "
-      f"ttft p50 {g('p50_ttft_ms'):.0f} p99 {g('p99_ttft_ms'):.0f} ms, tpot p50 {g('p50_tpot_ms'):.1f} p99 {g('p99_tpot_ms'):.1f} ms")
+m = json.load(open(sys.argv[1]))["metrics"]
+print(f"{sys.argv[2]:5} rate {sys.argv[3]:>5}: goodput {m['goodput']:.3f} req/s ({m['good_requests']}/{m['num_requests']}), "
+      f"throughput {m['request_throughput']:.3f} req/s, TTFT p50 {m['ttft_ms']['p50']:.0f} p99 {m['ttft_ms']['p99']:.0f} ms, "
+      f"TPOT p50 {m['tpot_ms']['p50']:.1f} p99 {m['tpot_ms']['p99']:.1f} ms")
 PY
   done
 done
