@@ -284,7 +284,8 @@ class SchemaConverter {
           break;
         }
       }
-      const bool is_object = part->is_object() && (part->contains("properties") || (part->contains("type") && (*part)["type"] == "object"));
+      const bool is_object = part->is_object() &&
+                             (part->contains("properties") || (part->contains("type") && (*part)["type"] == "object"));
       if (!is_object) return error(path + "/allOf/" + std::to_string(i), "allOf is supported for object schemas only");
       if (part->contains("properties")) {
         for (const auto& [k, v] : (*part)["properties"].items()) merged["properties"][k] = v;

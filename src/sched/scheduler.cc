@@ -48,20 +48,7 @@ bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) c
       if (a->priority != b->priority) return a->priority < b->priority;
       break;
     case SchedPolicy::kSjf:
-    case SchedPolicy::kLpm: {
-      if (pa != pb) return pa;
-      const bool aged_a = now - a->arrival_time > config_.sjf_aging_s;
-      const bool aged_b = now - b->arrival_time > config_.sjf_aging_s;
-      if (aged_a != aged_b) return aged_a;
-      if (aged_a) break;
-      if (config_.policy == SchedPolicy::kSjf) {
-        if (a->num_uncomputed_tokens() != b->num_uncomputed_tokens())
-          return a->num_uncomputed_tokens() < b->num_uncomputed_tokens();
-      } else if (a->sort_key != b->sort_key) {
-        return a->sort_key > b->sort_key;  // more cached tokens first
-      }
-      break;
-    }
+    case SchedPolicy::kLpm:
     case SchedPolicy::kSlo: {
       if (pa != pb) return pa;
       // Waited past the aging bound: first, in arrival order (no starvation).
@@ -69,11 +56,18 @@ bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) c
       const bool aged_b = now - b->arrival_time > config_.sjf_aging_s;
       if (aged_a != aged_b) return aged_a;
       if (aged_a) break;
-      // Requests that can still make their deadline before those that
-      // cannot; among them the least slack first.
-      const double sa = slack_s(a, now), sb = slack_s(b, now);
-      if ((sa >= 0) != (sb >= 0)) return sa >= 0;
-      if (sa >= 0 && sa != sb) return sa < sb;
+      if (config_.policy == SchedPolicy::kSlo) {
+        // Requests that can still make their deadline before those that
+        // cannot; among them the least slack first.
+        const double sa = slack_s(a, now), sb = slack_s(b, now);
+        if ((sa >= 0) != (sb >= 0)) return sa >= 0;
+        if (sa >= 0 && sa != sb) return sa < sb;
+      } else if (config_.policy == SchedPolicy::kSjf) {
+        if (a->num_uncomputed_tokens() != b->num_uncomputed_tokens())
+          return a->num_uncomputed_tokens() < b->num_uncomputed_tokens();
+      } else if (a->sort_key != b->sort_key) {
+        return a->sort_key > b->sort_key;  // more cached tokens first
+      }
       break;
     }
     case SchedPolicy::kFcfs:

@@ -43,8 +43,9 @@ std::string tools_system_text(const ordered_json& tools) {
 }
 
 std::string call_text(const ordered_json& fn) {
-  ordered_json call = {{"name", text_of(fn, "name")},
-                       {"arguments", fn.is_object() && fn.contains("arguments") ? fn["arguments"] : ordered_json::object()}};
+  ordered_json call = {
+      {"name", text_of(fn, "name")},
+      {"arguments", fn.is_object() && fn.contains("arguments") ? fn["arguments"] : ordered_json::object()}};
   return std::string(kOpen) + "\n" + call.dump() + "\n" + kClose;
 }
 

@@ -4,12 +4,13 @@
 // request, sends a follow-up and stops it mid-stream, and takes a screenshot.
 // Usage: node run_test.mjs [path/to/pagoda]. Exit 77 (ctest: skipped) when
 // node_modules or chromium is missing: run `npm ci` here, install chromium.
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
+import { startServer, stopServer } from "../node/server.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 if (!existsSync(join(here, "node_modules", "playwright-core"))) {
@@ -32,20 +33,8 @@ const made = spawnSync(pagoda, ["make-model", "--preset", "tiny", "--dtype", "f3
 assert.equal(made.status, 0, "make-model failed");
 
 const key = "sk-page";
-const server = spawn(pagoda, ["serve", "-m", model, "--port", "0", "-t", "1", "--kv-cache-mem", "16",
-                              "--api-key", key, "--served-model-name", "tiny"],
-                     { stdio: ["ignore", "inherit", "pipe"] });
-const port = await new Promise((resolve, reject) => {
-  let err = "";
-  const timer = setTimeout(() => reject(new Error("server did not start:\n" + err)), 30000);
-  server.stderr.on("data", (d) => {
-    err += d.toString();
-    process.stderr.write(d);
-    const m = err.match(/listening on http:\/\/[^:]+:(\d+)/);
-    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-  });
-  server.on("exit", (code) => reject(new Error(`server exited early (${code}):\n${err}`)));
-});
+const { server, port } = await startServer(pagoda, ["-m", model, "-t", "1", "--kv-cache-mem", "16", "--api-key", key,
+                                                  "--served-model-name", "tiny"]);
 const base = `http://127.0.0.1:${port}`;
 
 // Resolves once the page is idle with a non-empty last assistant message.
@@ -145,11 +134,7 @@ try {
   if (context) await context.close().catch(() => {});
 }
 
-const exitCode = await new Promise((resolve) => {
-  server.removeAllListeners("exit");
-  server.on("exit", (code) => resolve(code));
-  server.kill("SIGTERM");
-});
+const exitCode = await stopServer(server);
 rmSync(dir, { recursive: true, force: true });
 if (exitCode !== 0) { console.error(`pagoda serve exited with ${exitCode} after SIGTERM`); failed = true; }
 process.exit(failed ? 1 : 0);
