@@ -5,15 +5,62 @@
 // grammar is wrong.
 #include <gtest/gtest.h>
 
-#include <regex>
-
-#include "../grammar/schema_validator.h"
 #include "server_test_util.h"
 
 namespace pagoda::server {
 namespace {
 
 using nlohmann::json;
+
+// Checks written out, not std::regex or the schema validator (which uses it):
+// instantiating std::regex in this binary makes the uninstrumented
+// cpp-httplib client call instrumented copies of it, which TSan then
+// reports as races inside httplib.
+bool is_digits(const std::string& s, size_t from, size_t n) {
+  if (s.size() < from + n) return false;
+  for (size_t i = from; i < from + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+// YYYY-MM-DD with month 01-12 and a day starting 0-3 (the regex the test sends).
+bool is_date_like(const std::string& s) {
+  return s.size() == 10 && is_digits(s, 0, 4) && s[4] == '-' && is_digits(s, 5, 2) && s[7] == '-' &&
+         is_digits(s, 8, 2) && s.substr(5, 2) >= "01" && s.substr(5, 2) <= "12" && s[8] <= '3';
+}
+
+// "day N of May|June" with N in 1..99 without a leading zero.
+bool is_day_of(const std::string& s) {
+  if (s.rfind("day ", 0) != 0) return false;
+  size_t i = 4;
+  if (i >= s.size() || s[i] < '1' || s[i] > '9') return false;
+  ++i;
+  if (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  const std::string rest = s.substr(i);
+  return rest == " of May" || rest == " of June";
+}
+
+// Code points in UTF-8 text.
+size_t num_chars(const std::string& s) {
+  size_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// The chat test's schema: zeta a string of <= 12 characters, alpha 1..99,
+// tags 1-3 of red/green/blue, nothing else.
+bool valid_color(const json& v, std::string* why) {
+  *why = v.dump();
+  if (!v.is_object() || v.size() != 3) return false;
+  if (!v.contains("zeta") || !v["zeta"].is_string() || num_chars(v["zeta"].get<std::string>()) > 12) return false;
+  if (!v.contains("alpha") || !v["alpha"].is_number_integer() || v["alpha"] < 1 || v["alpha"] > 99) return false;
+  if (!v.contains("tags") || !v["tags"].is_array() || v["tags"].empty() || v["tags"].size() > 3) return false;
+  for (const json& t : v["tags"]) {
+    if (t != "red" && t != "green" && t != "blue") return false;
+  }
+  return true;
+}
 
 testing::TestServerOptions bundled_model() {
   testing::TestServerOptions o;
@@ -42,7 +89,6 @@ TEST(StructuredOutputServer, ChatJsonSchemaWholeAndStreamed) {
   const std::string rf = std::string(R"({"type": "json_schema", "json_schema": {"name": "color", "strict": true,
       "schema": )") + kSchema +
                          "}}";
-  const json schema = json::parse(kSchema);
   for (int seed = 0; seed < 4; ++seed) {
     auto r = testing::post_json(c, "/v1/chat/completions", chat_body(rf, false, seed));
     ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
@@ -52,7 +98,7 @@ TEST(StructuredOutputServer, ChatJsonSchemaWholeAndStreamed) {
     json value;
     ASSERT_NO_THROW(value = json::parse(content)) << content;
     std::string why;
-    EXPECT_TRUE(test::validate_json(schema, value, &why)) << why << ": " << content;
+    EXPECT_TRUE(valid_color(value, &why)) << why << ": " << content;
     // The schema's property order, not alphabetical.
     EXPECT_LT(content.find("\"zeta\""), content.find("\"alpha\"")) << content;
 
@@ -105,14 +151,14 @@ TEST(StructuredOutputServer, CompletionsGuidedFields) {
     return texts;
   };
   for (const std::string& t : complete(R"("guided_regex": "[0-9]{4}-(0[1-9]|1[0-2])-[0-3][0-9]")")) {
-    EXPECT_TRUE(std::regex_match(t, std::regex("[0-9]{4}-(0[1-9]|1[0-2])-[0-3][0-9]"))) << t;
+    EXPECT_TRUE(is_date_like(t)) << t;
   }
   for (const std::string& t : complete(R"("guided_choice": ["morning", "evening"])")) {
     EXPECT_TRUE(t == "morning" || t == "evening") << t;
   }
   for (const std::string& t :
        complete(R"("grammar": "root ::= \"day \" [1-9] [0-9]? \" of \" month\nmonth ::= \"May\" | \"June\"")")) {
-    EXPECT_TRUE(std::regex_match(t, std::regex("day [1-9][0-9]? of (May|June)"))) << t;
+    EXPECT_TRUE(is_day_of(t)) << t;
   }
   for (const std::string& t :
        complete(R"("guided_json": {"type": "array", "items": {"type": "boolean"}, "maxItems": 4})")) {
@@ -198,7 +244,6 @@ json streamed_calls(const std::string& body, std::string* finish) {
 }
 
 void expect_valid_calls(const json& calls, const std::string& only = "") {
-  const json tools = json::parse(kWeatherTool);
   ASSERT_TRUE(calls.is_array());
   ASSERT_FALSE(calls.empty());
   for (const json& c : calls) {
@@ -211,9 +256,12 @@ void expect_valid_calls(const json& calls, const std::string& only = "") {
     json args;
     ASSERT_NO_THROW(args = json::parse(c["function"]["arguments"].get<std::string>())) << c.dump();
     ASSERT_EQ(name, "weather");
-    const json& schema = tools[0]["function"]["parameters"];
-    std::string why;
-    EXPECT_TRUE(test::validate_json(schema, args, &why)) << why << ": " << c.dump();
+    // {"city": a string of <= 12 characters, "days": 1..7}, both required.
+    EXPECT_TRUE(args.is_object() && args.size() == 2) << c.dump();
+    EXPECT_TRUE(args.contains("city") && args["city"].is_string() && num_chars(args["city"].get<std::string>()) <= 12)
+        << c.dump();
+    EXPECT_TRUE(args.contains("days") && args["days"].is_number_integer() && args["days"] >= 1 && args["days"] <= 7)
+        << c.dump();
   }
 }
 

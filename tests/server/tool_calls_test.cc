@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include "../grammar/schema_validator.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 
