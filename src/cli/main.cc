@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
     {"logits", pagoda::cli::cmd_logits, "logits of every position of token ids (raw float32)"},
     {"spec", pagoda::cli::cmd_spec, "speculative decoding tools: build-datastore"},
     {"grammar", pagoda::cli::cmd_grammar, "print the GBNF of a JSON Schema, regex or choice list (structured output)"},
+    {"quantize", pagoda::cli::cmd_quantize, "quantize a GGUF model (llama.cpp's mixes; RTN, imatrix, GPTQ)"},
+    {"imatrix", pagoda::cli::cmd_imatrix, "collect an importance matrix from calibration text"},
     {"bench", pagoda::cli::cmd_bench, "benchmarks: model (pp/tg tokens/s), throughput (offline serving)"},
 };
 

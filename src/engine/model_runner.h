@@ -31,6 +31,10 @@ struct RunnerConfig {
   int64_t num_blocks = 0;       // device KV blocks
   int64_t num_host_blocks = 0;  // swap tier
   bool kv_scores = false;       // H2O: a score per cached row (KVStorage::enable_scores)
+  // Packed weight copies for the SIMD kernels. Off when the weights change
+  // after loading (quantization's calibration writes them in place): matmul
+  // then reads the weights where they are.
+  bool repack = true;
 };
 
 class ModelRunner {

@@ -196,6 +196,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       kernels::rms_norm(&ws_.x[t * c.hidden_size], l.attn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
   });
   {
+    observe(il, LinearInput::kAttnQKV, ws_.h.data(), c.hidden_size, n);
     const kernels::WeightView* w[] = {&l.wq, &l.wk, &l.wv};
     float* y[] = {ws_.q.data(), ws_.k.data(), ws_.v.data()};
     const int64_t stride[] = {c.q_dim(), c.kv_dim(), c.kv_dim()};
@@ -248,6 +249,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
                   [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; }))
     apply_kv_policies(batch, kv, pool, il, scale);
+  observe(il, LinearInput::kAttnOut, ws_.attn.data(), c.q_dim(), n);
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
   for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -347,6 +349,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
       moe_ffn(l, n, pool);
       continue;
     }
+    observe(il, LinearInput::kFfnGateUp, ws_.h.data(), c.hidden_size, n);
     const kernels::WeightView* w[] = {&l.w_gate, &l.w_up};
     float* y[] = {ws_.gate.data(), ws_.up.data()};
     const int64_t stride[] = {c.ffn_size, c.ffn_size};
@@ -354,6 +357,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
       activate(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], (t1 - t0) * c.ffn_size);
     });
+    observe(il, LinearInput::kFfnDown, ws_.gate.data(), c.ffn_size, n);
     kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
     for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
       if (l.ffn_post_norm)
@@ -368,6 +372,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   for (int64_t r = 0; r < rows; ++r)
     kernels::rms_norm(&ws_.x[batch.logit_rows[r] * int64_t{c.hidden_size}], output_norm_, &ws_.h[r * c.hidden_size],
                       c.hidden_size, c.rms_eps);
+  observe(-1, LinearInput::kOutput, ws_.h.data(), c.hidden_size, rows);
   kernels::matmul(output_, ws_.h.data(), c.hidden_size, rows, logits, c.vocab_size, pool);
 }
 

@@ -3,6 +3,7 @@
 // from GGUF and one forward pass over a flat batch through the paged KV cache.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
@@ -20,6 +21,18 @@
 
 namespace pagoda {
 
+// The input of a group of linear layers, as seen by a LinearObserver:
+// kAttnQKV feeds attn_q/k/v, kAttnOut attn_output, kFfnGateUp ffn_gate/up,
+// kFfnDown ffn_down, kOutput the output matrix (its rows: the logit rows).
+enum class LinearInput { kAttnQKV, kAttnOut, kFfnGateUp, kFfnDown, kOutput };
+
+// Called before each dense linear layer's matmul with its input rows x
+// ([n][stride], n tokens): calibration for quantization (quant/). It may
+// change the weights it is about to be applied with (GPTQ quantizes a layer
+// in place, the next layers then see its quantized output). layer is -1 for
+// kOutput. MoE expert matrices are not observed.
+using LinearObserver = std::function<void(int32_t layer, LinearInput which, const float* x, int64_t stride, int64_t n)>;
+
 class LlamaModel {
  public:
   // Binds tensors of `file` (which must outlive the model) with shape checks.
@@ -36,6 +49,9 @@ class LlamaModel {
   // applied when the key was written). Rows are read and written in the
   // cache's dtype (quantized ones are re-quantized).
   void shift_keys(std::span<const KeyShift> shifts, KVStorage& kv, ThreadPool& pool) const;
+
+  // Installs (or, with an empty function, removes) the observer.
+  void set_linear_observer(LinearObserver observer) { observer_ = std::move(observer); }
 
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;
@@ -92,6 +108,9 @@ class LlamaModel {
   void activate(float* gate, const float* up, int64_t n) const;
   // ws_.x += MoE FFN of ws_.h (normed input) over n tokens.
   void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
+  void observe(int32_t layer, LinearInput which, const float* x, int64_t stride, int64_t n) const {
+    if (observer_) observer_(layer, which, x, stride, n);
+  }
 
   ModelConfig config_;
   const gguf::GGUFFile* file_ = nullptr;
@@ -103,6 +122,7 @@ class LlamaModel {
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
   kernels::PackedWeights packed_;
+  LinearObserver observer_;
 };
 
 }  // namespace pagoda

@@ -120,13 +120,29 @@ void dequantize_block(const BlockQ4_K& b, float* dst);
 void dequantize_block(const BlockQ5_K& b, float* dst);
 void dequantize_block(const BlockQ6_K& b, float* dst);
 
-void quantize_block(const float* src, BlockQ4_0* b);
-void quantize_block(const float* src, BlockQ4_1* b);
-void quantize_block(const float* src, BlockQ5_0* b);
-void quantize_block(const float* src, BlockQ5_1* b);
-void quantize_block(const float* src, BlockQ8_0* b);
-void quantize_block(const float* src, BlockQ4_K* b);
-void quantize_block(const float* src, BlockQ5_K* b);
-void quantize_block(const float* src, BlockQ6_K* b);
+// w: per-element importance weights of the squared error, or null. Without
+// weights the 32-blocks follow GGML's *_ref quantizers byte for byte; with
+// weights (imatrix) every type searches the scale(s) minimizing the
+// weighted error.
+void quantize_block(const float* src, const float* w, BlockQ4_0* b);
+void quantize_block(const float* src, const float* w, BlockQ4_1* b);
+void quantize_block(const float* src, const float* w, BlockQ5_0* b);
+void quantize_block(const float* src, const float* w, BlockQ5_1* b);
+void quantize_block(const float* src, const float* w, BlockQ8_0* b);
+void quantize_block(const float* src, const float* w, BlockQ4_K* b);
+void quantize_block(const float* src, const float* w, BlockQ5_K* b);
+void quantize_block(const float* src, const float* w, BlockQ6_K* b);
+
+// Writes a block's integer levels, keeping its scales: the stored unsigned
+// values, 0..15 (Q4_0, Q4_1, Q4_K), 0..31 (Q5_0, Q5_1, Q5_K), 0..63 (Q6_K),
+// 0..255 (Q8_0: the int8 value + 128). Element order as dequantize_block.
+void set_levels(BlockQ4_0* b, const int* levels);
+void set_levels(BlockQ4_1* b, const int* levels);
+void set_levels(BlockQ5_0* b, const int* levels);
+void set_levels(BlockQ5_1* b, const int* levels);
+void set_levels(BlockQ8_0* b, const int* levels);
+void set_levels(BlockQ4_K* b, const int* levels);
+void set_levels(BlockQ5_K* b, const int* levels);
+void set_levels(BlockQ6_K* b, const int* levels);
 
 }  // namespace pagoda::ref

@@ -1,6 +1,7 @@
 // Row-level dispatch of the scalar reference kernels over DType.
 #include "kernels/ref/quant_ref.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/check.h"
@@ -23,13 +24,23 @@ void dequantize_blocks(const void* src, float* dst, int64_t n) {
 }
 
 template <class Block>
-void quantize_blocks(const float* src, void* dst, int64_t n) {
+void quantize_blocks(const float* src, void* dst, int64_t n, const float* importance) {
   constexpr int kBs = BlockTraits<Block>::kSize;
   PAGODA_CHECK(n % kBs == 0);
   auto* bytes = static_cast<unsigned char*>(dst);
+  // Error weights as llama.cpp forms them from an importance matrix:
+  // importance_j * sqrt(sigma^2 + x_j^2), sigma^2 the row's mean square.
+  double sum_x2 = 0;
+  if (importance)
+    for (int64_t j = 0; j < n; ++j) sum_x2 += static_cast<double>(src[j]) * src[j];
+  const float sigma2 = n > 0 ? static_cast<float>(sum_x2 / static_cast<double>(n)) : 0.0f;
+  float w[kBs];
   for (int64_t i = 0; i < n / kBs; ++i) {
-    Block b;
-    quantize_block(src + i * kBs, &b);
+    const float* x = src + i * kBs;
+    if (importance)
+      for (int j = 0; j < kBs; ++j) w[j] = importance[i * kBs + j] * std::sqrt(sigma2 + x[j] * x[j]);
+    Block b{};
+    quantize_block(x, importance ? w : nullptr, &b);
     std::memcpy(bytes + i * static_cast<int64_t>(sizeof(Block)), &b, sizeof(Block));
   }
 }
@@ -96,7 +107,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   PAGODA_CHECK(known && "dequantize_row: unsupported dtype");
 }
 
-void quantize_row(DType type, const float* src, void* dst, int64_t n) {
+void quantize_row(DType type, const float* src, void* dst, int64_t n, const float* importance) {
   auto* bytes = static_cast<unsigned char*>(dst);
   switch (type) {
     case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
@@ -109,7 +120,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return;
     default: break;
   }
-  const bool known = visit_block_type(type, [&]<class Block>() { quantize_blocks<Block>(src, dst, n); });
+  const bool known = visit_block_type(type, [&]<class Block>() { quantize_blocks<Block>(src, dst, n, importance); });
   PAGODA_CHECK(known && "quantize_row: unsupported dtype");
 }
 

@@ -14,8 +14,11 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Quantizes n floats into dtype's layout (round-to-nearest style, as GGML's
 // *_ref quantizers). n % block_size == 0. Supported: every DType with
-// dtype_info(t).supported.
-void quantize_row(DType type, const float* src, void* dst, int64_t n);
+// dtype_info(t).supported. With `importance` (n non-negative weights, an
+// imatrix row: the mean squared activation of each input column) block
+// types pick the scales minimizing the importance-weighted error;
+// F32/F16/BF16 ignore it.
+void quantize_row(DType type, const float* src, void* dst, int64_t n, const float* importance = nullptr);
 
 // sum_i w[i] * x[i] where w is a row in `type`, accumulated in double.
 double vec_dot(DType type, const void* w, const float* x, int64_t n);

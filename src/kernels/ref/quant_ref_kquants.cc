@@ -31,28 +31,33 @@ struct AffineFit {
   float s = 0, m = 0, err = 0;
 };
 
-float affine_error(const float* x, int n, int nmax, float s, float m) {
+// w: per-element weights of the squared error (importance); null means 1.
+float wt(const float* w, int i) { return w ? w[i] : 1.0f; }
+
+float affine_error(const float* x, const float* w, int n, int nmax, float s, float m) {
   float err = 0;
   for (int i = 0; i < n; ++i) {
     const int l = s > 0 ? round_clamped((x[i] + m) / s, 0, nmax) : 0;
     const float e = s * static_cast<float>(l) - m - x[i];
-    err += e * e;
+    err += wt(w, i) * e * e;
   }
   return err;
 }
 
-// Least-squares (s, m) for fixed integer levels L; false if degenerate.
-bool solve_affine(const float* x, const int* l, int n, float* s, float* m) {
-  double sl = 0, sll = 0, sx = 0, slx = 0;
+// Weighted least-squares (s, m) for fixed integer levels L; false if degenerate.
+bool solve_affine(const float* x, const float* w, const int* l, int n, float* s, float* m) {
+  double sw = 0, sl = 0, sll = 0, sx = 0, slx = 0;
   for (int i = 0; i < n; ++i) {
-    sl += l[i];
-    sll += static_cast<double>(l[i]) * l[i];
-    sx += x[i];
-    slx += l[i] * static_cast<double>(x[i]);
+    const double wi = wt(w, i);
+    sw += wi;
+    sl += wi * l[i];
+    sll += wi * l[i] * l[i];
+    sx += wi * x[i];
+    slx += wi * l[i] * x[i];
   }
-  const double det = n * sll - sl * sl;
+  const double det = sw * sll - sl * sl;
   if (sll <= 0 || det <= 0) return false;
-  double ss = (n * slx - sl * sx) / det;
+  double ss = (sw * slx - sl * sx) / det;
   double b = (sll * sx - sl * slx) / det;  // offset: x ~= ss * L + b
   if (b > 0) {
     b = 0;
@@ -64,7 +69,7 @@ bool solve_affine(const float* x, const int* l, int n, float* s, float* m) {
   return true;
 }
 
-AffineFit fit_affine(const float* x, int n, int nmax) {
+AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
   float mn = 0, mx = x[0];
   for (int i = 0; i < n; ++i) {
     mn = std::min(mn, x[i]);
@@ -73,16 +78,16 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
   AffineFit best;
   best.m = -mn;
   if (!(mx > mn)) {
-    best.err = affine_error(x, n, nmax, 0, best.m);
+    best.err = affine_error(x, w, n, nmax, 0, best.m);
     return best;
   }
   best.s = (mx - mn) / static_cast<float>(nmax);
-  best.err = affine_error(x, n, nmax, best.s, best.m);
+  best.err = affine_error(x, w, n, nmax, best.s, best.m);
   int l[kSubK4];
   auto try_levels = [&] {
     float fs, fm;
-    if (!solve_affine(x, l, n, &fs, &fm)) return;
-    const float err = affine_error(x, n, nmax, fs, fm);
+    if (!solve_affine(x, w, l, n, &fs, &fm)) return;
+    const float err = affine_error(x, w, n, nmax, fs, fm);
     if (err < best.err) best = {fs, fm, err};
   };
   for (int k = -8; k <= 8; ++k) {
@@ -129,9 +134,9 @@ void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* s
   }
 }
 
-void encode_k4(const float* src, int nmax, uint16_t* d, uint16_t* dmin, uint8_t* scales, int* levels) {
+void encode_k4(const float* src, const float* w, int nmax, uint16_t* d, uint16_t* dmin, uint8_t* scales, int* levels) {
   AffineFit fits[8];
-  for (int j = 0; j < 8; ++j) fits[j] = fit_affine(src + j * kSubK4, kSubK4, nmax);
+  for (int j = 0; j < 8; ++j) fits[j] = fit_affine(src + j * kSubK4, w ? w + j * kSubK4 : nullptr, kSubK4, nmax);
   uint8_t sc[8], m[8];
   quantize_scales_k4(fits, d, dmin, sc, m);
   pack_scale_min_k4(sc, m, scales);
@@ -139,10 +144,10 @@ void encode_k4(const float* src, int nmax, uint16_t* d, uint16_t* dmin, uint8_t*
 }
 
 // Symmetric sub-block fit x ~= s * L, L in [-32, 31]. Returns s (any sign).
-float fit_symmetric6(const float* x) {
+float fit_symmetric6(const float* x, const float* w) {
   float amax = 0, max = 0, sxx = 0;
   for (int i = 0; i < kSubK6; ++i) {
-    sxx += x[i] * x[i];
+    sxx += wt(w, i) * x[i] * x[i];
     if (std::fabs(x[i]) > amax) {
       amax = std::fabs(x[i]);
       max = x[i];
@@ -157,8 +162,8 @@ float fit_symmetric6(const float* x) {
       double sxl = 0, sll = 0;
       for (int i = 0; i < kSubK6; ++i) {
         const int l = round_clamped(iscale * x[i], -32, 31);
-        sxl += static_cast<double>(x[i]) * l;
-        sll += static_cast<double>(l) * l;
+        sxl += static_cast<double>(wt(w, i)) * x[i] * l;
+        sll += static_cast<double>(wt(w, i)) * l * l;
       }
       if (sll <= 0) continue;
       const float err = static_cast<float>(sxx - sxl * sxl / sll);
@@ -242,33 +247,56 @@ void dequantize_block(const BlockQ6_K& b, float* dst) {
   }
 }
 
-void quantize_block(const float* src, BlockQ4_K* b) {
-  int levels[kQK_K];
-  encode_k4(src, 15, &b->d, &b->dmin, b->scales, levels);
+void set_levels(BlockQ4_K* b, const int* levels) {
   for (int chunk = 0; chunk < 4; ++chunk) {
     const int* l = levels + 64 * chunk;
-    for (int i = 0; i < 32; ++i) b->qs[32 * chunk + i] = static_cast<uint8_t>(l[i] | (l[i + 32] << 4));
+    for (int i = 0; i < 32; ++i) b->qs[32 * chunk + i] = static_cast<uint8_t>((l[i] & 0xF) | ((l[i + 32] & 0xF) << 4));
   }
 }
 
-void quantize_block(const float* src, BlockQ5_K* b) {
-  int levels[kQK_K];
-  encode_k4(src, 31, &b->d, &b->dmin, b->scales, levels);
+void set_levels(BlockQ5_K* b, const int* levels) {
   std::memset(b->qh, 0, sizeof(b->qh));
   for (int chunk = 0; chunk < 4; ++chunk) {
     const int* l = levels + 64 * chunk;
     for (int i = 0; i < 32; ++i) {
       b->qs[32 * chunk + i] = static_cast<uint8_t>((l[i] & 0xF) | ((l[i + 32] & 0xF) << 4));
-      b->qh[i] |= static_cast<uint8_t>(((l[i] >> 4) << (2 * chunk)) | ((l[i + 32] >> 4) << (2 * chunk + 1)));
+      b->qh[i] |=
+          static_cast<uint8_t>((((l[i] >> 4) & 1) << (2 * chunk)) | (((l[i + 32] >> 4) & 1) << (2 * chunk + 1)));
     }
   }
 }
 
-void quantize_block(const float* src, BlockQ6_K* b) {
+void set_levels(BlockQ6_K* b, const int* levels) {
+  for (int half = 0; half < 2; ++half) {
+    const int* l = levels + 128 * half;
+    uint8_t* ql = b->ql + 64 * half;
+    uint8_t* qh = b->qh + 32 * half;
+    for (int i = 0; i < 32; ++i) {
+      const int q1 = l[i] & 63, q2 = l[i + 32] & 63, q3 = l[i + 64] & 63, q4 = l[i + 96] & 63;
+      ql[i] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+      ql[i + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+      qh[i] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+    }
+  }
+}
+
+void quantize_block(const float* src, const float* w, BlockQ4_K* b) {
+  int levels[kQK_K];
+  encode_k4(src, w, 15, &b->d, &b->dmin, b->scales, levels);
+  set_levels(b, levels);
+}
+
+void quantize_block(const float* src, const float* w, BlockQ5_K* b) {
+  int levels[kQK_K];
+  encode_k4(src, w, 31, &b->d, &b->dmin, b->scales, levels);
+  set_levels(b, levels);
+}
+
+void quantize_block(const float* src, const float* w, BlockQ6_K* b) {
   float scales[kQK_K / kSubK6];
   float amax = 0, max_scale = 0;
   for (int j = 0; j < kQK_K / kSubK6; ++j) {
-    scales[j] = fit_symmetric6(src + j * kSubK6);
+    scales[j] = fit_symmetric6(src + j * kSubK6, w ? w + j * kSubK6 : nullptr);
     if (std::fabs(scales[j]) > amax) {
       amax = std::fabs(scales[j]);
       max_scale = scales[j];
@@ -288,17 +316,7 @@ void quantize_block(const float* src, BlockQ6_K* b) {
       levels[e] = (dj != 0 ? round_clamped(src[e] / dj, -32, 31) : 0) + 32;
     }
   }
-  for (int half = 0; half < 2; ++half) {
-    const int* l = levels + 128 * half;
-    uint8_t* ql = b->ql + 64 * half;
-    uint8_t* qh = b->qh + 32 * half;
-    for (int i = 0; i < 32; ++i) {
-      const int q1 = l[i], q2 = l[i + 32], q3 = l[i + 64], q4 = l[i + 96];
-      ql[i] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
-      ql[i + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
-      qh[i] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
-    }
-  }
+  set_levels(b, levels);
 }
 
 }  // namespace pagoda::ref

@@ -70,7 +70,155 @@ void pack5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {
   store_u32(qh, qh_bytes);
 }
 
+// Importance-weighted quantizers (imatrix): the scale (and min) minimizing
+// sum_j w_j (x_j - x'_j)^2 over a small grid of candidates, each refined by
+// weighted least squares, then every element rounded with the fp16 scale it
+// is decoded with.
+
+// Symmetric blocks x ~= d * L, L in [lo, hi]. Returns the levels L - lo.
+float fit_symmetric_weighted(const float* x, const float* w, int n, int lo, int hi, int* levels) {
+  const float max = signed_absmax(x, n);
+  if (max == 0.0f) {
+    for (int j = 0; j < n; ++j) levels[j] = -lo;
+    return 0.0f;
+  }
+  auto clampi = [](float v, int a, int b) {
+    if (std::isnan(v)) return 0;
+    return static_cast<int>(std::clamp(std::nearbyint(v), static_cast<float>(a), static_cast<float>(b)));
+  };
+  double best_score = -1;
+  float best_d = max / static_cast<float>(lo);
+  for (int k = -9; k <= 9; ++k) {
+    const float iscale = (static_cast<float>(lo) - 0.1f * static_cast<float>(k)) / max;  // max maps near lo
+    double sxl = 0, sll = 0;
+    for (int j = 0; j < n; ++j) {
+      const int l = clampi(iscale * x[j], lo, hi);
+      sxl += static_cast<double>(w[j]) * x[j] * l;
+      sll += static_cast<double>(w[j]) * l * l;
+    }
+    if (sll <= 0) continue;
+    const double score = sxl * sxl / sll;  // error = sum w x^2 - score
+    if (score > best_score) {
+      best_score = score;
+      best_d = static_cast<float>(sxl / sll);
+    }
+  }
+  const float d = fp16_to_fp32(fp32_to_fp16(best_d));
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < n; ++j) levels[j] = clampi(x[j] * id, lo, hi) - lo;
+  return best_d;
+}
+
+// Affine blocks x ~= d * L + m, L in [0, nmax], d >= 0.
+void fit_affine_weighted(const float* x, const float* w, int n, int nmax, float* d_out, float* m_out, int* levels) {
+  float mn, mx;
+  min_max(x, n, &mn, &mx);
+  auto err_of = [&](float d, float m) {
+    double e = 0;
+    for (int j = 0; j < n; ++j) {
+      const int l = d > 0 ? std::clamp(static_cast<int>(std::nearbyint((x[j] - m) / d)), 0, nmax) : 0;
+      const double r = d * l + m - x[j];
+      e += w[j] * r * r;
+    }
+    return e;
+  };
+  float best_d = (mx - mn) / static_cast<float>(nmax), best_m = mn;
+  double best = err_of(best_d, best_m);
+  if (mx > mn) {
+    auto solve = [&](const int* l) {
+      double sw = 0, sl = 0, sll = 0, sx = 0, slx = 0;
+      for (int j = 0; j < n; ++j) {
+        sw += w[j];
+        sl += w[j] * l[j];
+        sll += static_cast<double>(w[j]) * l[j] * l[j];
+        sx += w[j] * x[j];
+        slx += static_cast<double>(w[j]) * l[j] * x[j];
+      }
+      const double det = sw * sll - sl * sl;
+      if (det <= 0) return;
+      const double d = (sw * slx - sl * sx) / det, m = (sll * sx - sl * slx) / det;
+      if (!(d > 0)) return;
+      const double e = err_of(static_cast<float>(d), static_cast<float>(m));
+      if (e < best) {
+        best = e;
+        best_d = static_cast<float>(d);
+        best_m = static_cast<float>(m);
+      }
+    };
+    int l[32];
+    for (int k = -8; k <= 8; ++k) {
+      const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / (mx - mn);
+      for (int j = 0; j < n; ++j) l[j] = std::clamp(static_cast<int>(std::nearbyint((x[j] - mn) * iscale)), 0, nmax);
+      solve(l);
+    }
+    for (int it = 0; it < 3; ++it) {
+      for (int j = 0; j < n; ++j)
+        l[j] = std::clamp(static_cast<int>(std::nearbyint((x[j] - best_m) / best_d)), 0, nmax);
+      solve(l);
+    }
+  }
+  const float d = fp16_to_fp32(fp32_to_fp16(best_d)), m = fp16_to_fp32(fp32_to_fp16(best_m));
+  *d_out = best_d;
+  *m_out = best_m;
+  for (int j = 0; j < n; ++j)
+    levels[j] = d > 0 ? std::clamp(static_cast<int>(std::nearbyint((x[j] - m) / d)), 0, nmax) : 0;
+}
+
+void quantize_weighted(const float* x, const float* w, BlockQ4_0* b) {
+  int l[kQK4_0];
+  b->d = fp32_to_fp16(fit_symmetric_weighted(x, w, kQK4_0, -8, 7, l));
+  set_levels(b, l);
+}
+
+void quantize_weighted(const float* x, const float* w, BlockQ5_0* b) {
+  int l[kQK5_0];
+  b->d = fp32_to_fp16(fit_symmetric_weighted(x, w, kQK5_0, -16, 15, l));
+  set_levels(b, l);
+}
+
+void quantize_weighted(const float* x, const float* w, BlockQ8_0* b) {
+  int l[kQK8_0];
+  b->d = fp32_to_fp16(fit_symmetric_weighted(x, w, kQK8_0, -127, 127, l));
+  for (int j = 0; j < kQK8_0; ++j) l[j] += 1;  // levels are stored value + 128
+  set_levels(b, l);
+}
+
+void quantize_weighted(const float* x, const float* w, BlockQ4_1* b) {
+  int l[kQK4_1];
+  float d, m;
+  fit_affine_weighted(x, w, kQK4_1, 15, &d, &m, l);
+  b->d = fp32_to_fp16(d);
+  b->m = fp32_to_fp16(m);
+  set_levels(b, l);
+}
+
+void quantize_weighted(const float* x, const float* w, BlockQ5_1* b) {
+  int l[kQK5_1];
+  float d, m;
+  fit_affine_weighted(x, w, kQK5_1, 31, &d, &m, l);
+  b->d = fp32_to_fp16(d);
+  b->m = fp32_to_fp16(m);
+  set_levels(b, l);
+}
+
 }  // namespace
+
+void set_levels(BlockQ4_0* b, const int* levels) {
+  for (int j = 0; j < kQK4_0 / 2; ++j)
+    b->qs[j] = static_cast<uint8_t>((levels[j] & 0xF) | ((levels[j + kQK4_0 / 2] & 0xF) << 4));
+}
+
+void set_levels(BlockQ4_1* b, const int* levels) {
+  for (int j = 0; j < kQK4_1 / 2; ++j)
+    b->qs[j] = static_cast<uint8_t>((levels[j] & 0xF) | ((levels[j + kQK4_1 / 2] & 0xF) << 4));
+}
+
+void set_levels(BlockQ5_0* b, const int* levels) { pack5(levels, b->qs, b->qh); }
+void set_levels(BlockQ5_1* b, const int* levels) { pack5(levels, b->qs, b->qh); }
+
+void set_levels(BlockQ8_0* b, const int* levels) {
+  for (int j = 0; j < kQK8_0; ++j) b->qs[j] = static_cast<int8_t>((levels[j] & 0xFF) - 128);
+}
 
 void dequantize_block(const BlockQ4_0& b, float* dst) {
   const float d = fp16_to_fp32(b.d);
@@ -109,7 +257,11 @@ void dequantize_block(const BlockQ8_0& b, float* dst) {
   for (int j = 0; j < kQK8_0; ++j) dst[j] = static_cast<float>(b.qs[j]) * d;
 }
 
-void quantize_block(const float* src, BlockQ4_0* b) {
+void quantize_block(const float* src, const float* w, BlockQ4_0* b) {
+  if (w) {
+    quantize_weighted(src, w, b);
+    return;
+  }
   const float d = signed_absmax(src, kQK4_0) / -8;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   b->d = fp32_to_fp16(d);
@@ -120,7 +272,11 @@ void quantize_block(const float* src, BlockQ4_0* b) {
   }
 }
 
-void quantize_block(const float* src, BlockQ4_1* b) {
+void quantize_block(const float* src, const float* w, BlockQ4_1* b) {
+  if (w) {
+    quantize_weighted(src, w, b);
+    return;
+  }
   float mn, mx;
   min_max(src, kQK4_1, &mn, &mx);
   const float d = (mx - mn) / 15;
@@ -134,7 +290,11 @@ void quantize_block(const float* src, BlockQ4_1* b) {
   }
 }
 
-void quantize_block(const float* src, BlockQ5_0* b) {
+void quantize_block(const float* src, const float* w, BlockQ5_0* b) {
+  if (w) {
+    quantize_weighted(src, w, b);
+    return;
+  }
   const float d = signed_absmax(src, kQK5_0) / -16;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   b->d = fp32_to_fp16(d);
@@ -143,7 +303,11 @@ void quantize_block(const float* src, BlockQ5_0* b) {
   pack5(q, b->qs, b->qh);
 }
 
-void quantize_block(const float* src, BlockQ5_1* b) {
+void quantize_block(const float* src, const float* w, BlockQ5_1* b) {
+  if (w) {
+    quantize_weighted(src, w, b);
+    return;
+  }
   float mn, mx;
   min_max(src, kQK5_1, &mn, &mx);
   const float d = (mx - mn) / 31;
@@ -155,7 +319,11 @@ void quantize_block(const float* src, BlockQ5_1* b) {
   pack5(q, b->qs, b->qh);
 }
 
-void quantize_block(const float* src, BlockQ8_0* b) {
+void quantize_block(const float* src, const float* w, BlockQ8_0* b) {
+  if (w) {
+    quantize_weighted(src, w, b);
+    return;
+  }
   float amax = 0.0f;
   for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(src[j]));
   const float d = amax / 127;

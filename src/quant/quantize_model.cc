@@ -1,0 +1,235 @@
+#include "quant/quantize_model.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "kernels/ref/quant_ref.h"
+#include "model/llama_model.h"
+#include "model/model_config.h"
+#include "quant/block_grid.h"
+#include "quant/calibration.h"
+#include "quant/imatrix.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::quant {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Plan {
+  const gguf::TensorInfo* src = nullptr;
+  DType type = DType::kF32;
+  bool quantize = false;       // converted (otherwise copied as is)
+  std::vector<uint8_t> bytes;  // the output data, once done
+  bool done = false;
+  bool gptq = false;
+  double seconds = 0;
+};
+
+int64_t rows_of(const gguf::TensorInfo& t) {
+  int64_t r = 1;
+  for (size_t i = 1; i < t.dims.size(); ++i) r *= t.dims[i];
+  return r;
+}
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += " x ";
+    s += std::to_string(d[i]);
+  }
+  return s;
+}
+
+// Round-to-nearest (importance-weighted when `importance` is not empty), rows in parallel.
+void quantize_rtn(const gguf::TensorInfo& t, DType type, const std::vector<float>& importance, ThreadPool& pool,
+                  std::vector<uint8_t>* out) {
+  const int64_t cols = t.dims[0], rows = rows_of(t);
+  const size_t in_row = dtype_row_bytes(t.type, cols), out_row = dtype_row_bytes(type, cols);
+  out->resize(out_row * static_cast<size_t>(rows));
+  const float* imp = importance.empty() ? nullptr : importance.data();
+  pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      ref::dequantize_row(t.type, t.data + r * in_row, row.data(), cols);
+      ref::quantize_row(type, row.data(), out->data() + r * out_row, cols, imp);
+    }
+  });
+}
+
+// The model with every quantizable matrix as F32, in memory (GPTQ
+// rewrites the matrices in place as it quantizes them).
+struct F32Model {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<gguf::GGUFFile> file;
+  float* tensor(const std::string& name) {
+    const auto* t = file->tensor(name);
+    if (!t || t->type != DType::kF32) return nullptr;
+    return reinterpret_cast<float*>(bytes.data() + (t->data - bytes.data()));
+  }
+};
+
+Result<F32Model> f32_model(const gguf::GGUFFile& in, const std::vector<Plan>& plans, ThreadPool& pool) {
+  gguf::GGUFWriter w;
+  for (const auto& [k, v] : in.metadata())
+    if (k != "general.alignment") w.set(k, v);
+  std::vector<std::vector<float>> converted;
+  converted.reserve(plans.size());
+  for (const Plan& p : plans) {
+    const gguf::TensorInfo& t = *p.src;
+    if (!p.quantize || t.type == DType::kF32) {
+      w.add_tensor(t.name, t.dims, t.type, t.data, t.num_bytes);
+      continue;
+    }
+    auto& f = converted.emplace_back(static_cast<size_t>(t.num_elements()));
+    const int64_t cols = t.dims[0];
+    const size_t in_row = dtype_row_bytes(t.type, cols);
+    pool.parallel_for(rows_of(t), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) ref::dequantize_row(t.type, t.data + r * in_row, &f[r * cols], cols);
+    });
+    w.add_tensor(t.name, t.dims, DType::kF32, f.data(), f.size() * sizeof(float));
+  }
+  F32Model m;
+  m.bytes = w.to_bytes();
+  PAGODA_ASSIGN_OR_RETURN(m.file, gguf::GGUFFile::parse(m.bytes.data(), m.bytes.size()));
+  return m;
+}
+
+}  // namespace
+
+Result<QuantizeReport> quantize_model(const std::string& in_path, const std::string& out_path,
+                                      const QuantizeOptions& opt) {
+  const auto start = Clock::now();
+  PAGODA_ASSIGN_OR_RETURN(auto in, gguf::GGUFFile::open(in_path));
+  // Only models Pagoda can run: the tensor rules need the architecture.
+  PAGODA_ASSIGN_OR_RETURN(ModelConfig cfg, model_config_from_gguf(*in));
+  Imatrix imatrix;
+  if (!opt.imatrix_path.empty()) {
+    PAGODA_ASSIGN_OR_RETURN(imatrix, Imatrix::load(opt.imatrix_path));
+    PAGODA_RETURN_IF_ERROR(imatrix.check_against(*in));
+  }
+  ModelShape shape;
+  shape.num_layers = cfg.num_layers;
+  shape.has_output = in->tensor("output.weight") != nullptr;
+  shape.num_experts = cfg.num_experts;
+  shape.has_imatrix = !opt.imatrix_path.empty();
+
+  std::vector<Plan> plans;
+  plans.reserve(in->tensors().size());
+  for (const auto& t : in->tensors()) {
+    Plan p;
+    p.src = &t;
+    p.type = t.type;
+    if (is_quantizable(t.name, static_cast<int>(t.dims.size()))) {
+      if (!dtype_info(t.type).supported)
+        return unimplemented("tensor '" + t.name + "' has type " + std::string(dtype_name(t.type)) +
+                             ", which Pagoda cannot read");
+      p.type = tensor_type(opt.mix, shape, t.name, t.dims[0]);
+      p.quantize = p.type != t.type;
+    }
+    plans.push_back(std::move(p));
+  }
+  ThreadPool pool(opt.threads > 0 ? opt.threads : default_num_threads());
+  QuantizeReport report;
+  int32_t done_count = 0;
+  auto finish = [&](Plan& p) {
+    p.done = true;
+    ++done_count;
+    if (opt.progress) {
+      char line[256];
+      std::snprintf(line, sizeof(line), "[%4d/%4zu] %-32s [%s] %s -> %s%s (%.2f s)", done_count, plans.size(),
+                    p.src->name.c_str(), dims_str(p.src->dims).c_str(), std::string(dtype_name(p.src->type)).c_str(),
+                    std::string(dtype_name(p.type)).c_str(), p.gptq ? " gptq" : "", p.seconds);
+      opt.progress(line);
+    }
+  };
+
+  if (opt.method == Method::kGptq) {
+    if (opt.calib_text.empty()) return invalid_argument("GPTQ needs calibration text (--calib FILE)");
+    if (cfg.num_experts > 0) return unimplemented("GPTQ of MoE models is not supported (use --method rtn)");
+    PAGODA_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_gguf(*in));
+    const int32_t ctx = opt.calib_ctx > 0 ? opt.calib_ctx : std::min(512, std::max(cfg.train_context_len, 2));
+    PAGODA_ASSIGN_OR_RETURN(auto windows, calibration_windows(*tok, opt.calib_text, ctx, opt.calib_windows));
+    PAGODA_ASSIGN_OR_RETURN(F32Model f32, f32_model(*in, plans, pool));
+    PAGODA_ASSIGN_OR_RETURN(auto model, LlamaModel::load(*f32.file));
+    std::map<std::string, Plan*> by_name;
+    for (Plan& p : plans) by_name[p.src->name] = &p;
+    Status failure = Status::ok();
+    // Layer by layer as the forward pass reaches it: the inputs of each
+    // layer come from the layers before it, already quantized.
+    auto observer = [&](int32_t layer, LinearInput which, const float* x, int64_t width, int64_t n) {
+      if (!failure.is_ok() || which == LinearInput::kOutput) return;
+      std::vector<double> h;
+      for (const std::string& name : linear_tensor_names(layer, which, shape.has_output)) {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) continue;
+        Plan& p = *it->second;
+        if (!p.quantize || !has_block_grid(p.type) || p.src->dims[0] % dtype_block_size(p.type) != 0) continue;
+        const auto t0 = Clock::now();
+        if (h.empty()) {
+          h.assign(static_cast<size_t>(width * width), 0.0);
+          accumulate_hessian(x, width, n, width, h.data(), pool);
+        }
+        GptqOptions g = opt.gptq;
+        if (g.importance.empty()) g.importance = imatrix.importance(name);
+        float* w = f32.tensor(name);
+        const int64_t rows = rows_of(*p.src);
+        p.bytes.resize(dtype_row_bytes(p.type, width) * static_cast<size_t>(rows));
+        if (Status s = gptq_quantize(p.type, w, rows, width, h, g, p.bytes.data(), pool); !s.is_ok()) {
+          failure = Status(s.code(), name + ": " + s.message());
+          return;
+        }
+        p.gptq = true;
+        p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        ++report.num_gptq;
+        finish(p);
+      }
+    };
+    CalibrationRun run;
+    run.threads = opt.threads;
+    PAGODA_RETURN_IF_ERROR(run_calibration(std::move(model), windows, observer, run));
+    PAGODA_RETURN_IF_ERROR(failure);
+  }
+
+  for (Plan& p : plans) {
+    if (p.done) continue;
+    if (p.quantize) {
+      const auto t0 = Clock::now();
+      quantize_rtn(*p.src, p.type, imatrix.importance(p.src->name), pool, &p.bytes);
+      p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    finish(p);
+  }
+
+  gguf::GGUFWriter w;
+  for (const auto& [k, v] : in->metadata())
+    if (k != "general.alignment") w.set(k, v);
+  if (in->alignment() != 32) w.set_alignment(in->alignment());
+  w.set("general.file_type", gguf::Value::make_u32(opt.mix.ftype));
+  w.set("general.quantization_version", gguf::Value::make_u32(2));
+  for (const Plan& p : plans) {
+    const gguf::TensorInfo& t = *p.src;
+    report.bytes_in += t.num_bytes;
+    ++report.num_tensors;
+    ++report.type_counts[std::string(dtype_name(p.type))];
+    if (p.quantize) {
+      ++report.num_quantized;
+      report.bytes_out += p.bytes.size();
+      w.add_tensor(t.name, t.dims, p.type, p.bytes.data(), p.bytes.size());
+    } else {
+      report.bytes_out += t.num_bytes;
+      w.add_tensor(t.name, t.dims, t.type, t.data, t.num_bytes);
+    }
+  }
+  PAGODA_RETURN_IF_ERROR(w.write(out_path));
+  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+}  // namespace pagoda::quant
