@@ -11,9 +11,17 @@
 // token and scored (SnapKV compresses the first three quarters as a prompt,
 // H2O evicts as it reads), next to the same positions with the full cache
 // and their top-1 agreement.
+//
+// --save-logits FILE keeps the log-probabilities of every scored position
+// (a baseline, usually the F32 model); --kl-divergence FILE compares a
+// model with such a baseline on the same text: mean KL(base || model), its
+// 99th percentile and maximum, and how often the top token agrees (as
+// llama.cpp's --kl-divergence).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -40,6 +48,36 @@ double nll_of(const float* row, int32_t vocab_size, int32_t target) {
   double sum = 0;
   for (int32_t v = 0; v < vocab_size; ++v) sum += std::exp(row[v] - mx);
   return mx + std::log(sum) - row[target];
+}
+
+// Baseline log-probabilities for --save-logits / --kl-divergence: a header
+// (magic, vocab size, window, windows, the tokens of every window), then
+// float32 log-softmax rows, one per scored position in order.
+constexpr char kLogitsMagic[8] = {'P', 'G', 'L', 'O', 'G', 'P', '0', '1'};
+
+struct LogitsHeader {
+  int32_t vocab_size = 0, n_ctx = 0;
+  int64_t n_chunks = 0;
+};
+
+void log_softmax(const float* row, int32_t n, std::vector<float>* out) {
+  out->resize(static_cast<size_t>(n));
+  double mx = row[0];
+  for (int32_t v = 1; v < n; ++v) mx = std::max<double>(mx, row[v]);
+  double sum = 0;
+  for (int32_t v = 0; v < n; ++v) sum += std::exp(row[v] - mx);
+  const double lse = mx + std::log(sum);
+  for (int32_t v = 0; v < n; ++v) (*out)[v] = static_cast<float>(row[v] - lse);
+}
+
+// KL(base || model) of one position, both as log-probabilities.
+double kl_of(const float* base, const float* model, int32_t n) {
+  double kl = 0;
+  for (int32_t v = 0; v < n; ++v) {
+    const double p = std::exp(static_cast<double>(base[v]));
+    if (p > 0) kl += p * (static_cast<double>(base[v]) - model[v]);
+  }
+  return std::max(0.0, kl);
 }
 
 struct SequenceEval {
@@ -183,7 +221,13 @@ int cmd_perplexity(int argc, char** argv) {
                "score the whole file as one sequence, every position (implied by --kv-policy streaming); "
                "with the full policy, the dense baseline");
   app.add_flag("--json", json, "print a JSON object");
+  std::string save_logits, kl_base;
+  app.add_option("--save-logits", save_logits,
+                 "write the log-probabilities of every scored position (a --kl-divergence baseline)");
+  app.add_option("--kl-divergence", kl_base,
+                 "compare with a --save-logits file of the same text: KL divergence and top-1 agreement");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (!save_logits.empty() && !kl_base.empty()) return fail("--save-logits and --kl-divergence are exclusive");
 
   std::string text;
   if (!read_text_file(path, &text)) return fail("cannot read '" + path + "'");
@@ -207,6 +251,8 @@ int cmd_perplexity(int argc, char** argv) {
   if (Status s = validate_kv_policy(st, mc.sliding_window > 0 || mc.has_attn_sinks); !s.is_ok())
     return fail(s.message());
   rc.kv_scores = st.h2o();
+  if ((!save_logits.empty() || !kl_base.empty()) && (stream || st.streaming() || st.snapkv() || st.h2o()))
+    return fail("--save-logits and --kl-divergence score windows with the full cache (no --stream, no --kv-policy)");
   if (st.snapkv() || st.h2o()) return policy_perplexity(std::move(*lm), rc, sc, tokens, n_ctx, max_chunks, json);
   if (stream || st.streaming()) {
     if (tokens.size() < 2) return fail("the file has fewer than two tokens");
@@ -259,11 +305,48 @@ int cmd_perplexity(int argc, char** argv) {
   const int32_t first = n_ctx / 2;
   double nll = 0;
   int64_t count = 0;
+  // The windows' tokens as scored (BOS first): a baseline must match them.
+  std::vector<int32_t> window_tokens(tokens.begin(), tokens.begin() + n_chunks * n_ctx);
+  if ((*tok)->bos_id() >= 0)
+    for (int64_t ch = 0; ch < n_chunks; ++ch) window_tokens[ch * n_ctx] = (*tok)->bos_id();
+  std::ofstream save_out;
+  std::ifstream base_in;
+  if (!save_logits.empty()) {
+    save_out.open(save_logits, std::ios::binary | std::ios::trunc);
+    if (!save_out) return fail("cannot write '" + save_logits + "'");
+    const LogitsHeader h{c.vocab_size, n_ctx, n_chunks};
+    save_out.write(kLogitsMagic, sizeof(kLogitsMagic));
+    save_out.write(reinterpret_cast<const char*>(&h), sizeof(h));
+    save_out.write(reinterpret_cast<const char*>(window_tokens.data()),
+                   static_cast<std::streamsize>(window_tokens.size() * sizeof(int32_t)));
+  }
+  if (!kl_base.empty()) {
+    base_in.open(kl_base, std::ios::binary);
+    if (!base_in) return fail("cannot read '" + kl_base + "'");
+    char magic[sizeof(kLogitsMagic)];
+    LogitsHeader h;
+    if (!base_in.read(magic, sizeof(magic)) || std::memcmp(magic, kLogitsMagic, sizeof(magic)) != 0 ||
+        !base_in.read(reinterpret_cast<char*>(&h), sizeof(h)))
+      return fail("'" + kl_base + "' is not a --save-logits file");
+    if (h.vocab_size != c.vocab_size || h.n_ctx != n_ctx || h.n_chunks != n_chunks)
+      return fail("'" + kl_base + "' was saved with vocabulary " + std::to_string(h.vocab_size) + ", window " +
+                  std::to_string(h.n_ctx) + ", " + std::to_string(h.n_chunks) + " windows; this run has " +
+                  std::to_string(c.vocab_size) + ", " + std::to_string(n_ctx) + ", " + std::to_string(n_chunks) +
+                  " (same text, -c and --chunks needed)");
+    std::vector<int32_t> base_tokens(window_tokens.size());
+    if (!base_in.read(reinterpret_cast<char*>(base_tokens.data()),
+                      static_cast<std::streamsize>(base_tokens.size() * sizeof(int32_t))) ||
+        base_tokens != window_tokens)
+      return fail("'" + kl_base + "' was saved for other tokens (another text or tokenizer)");
+  }
+  std::vector<float> logp, base_logp(static_cast<size_t>(c.vocab_size));
+  std::vector<double> kls;
+  double base_nll = 0;
+  int64_t agree = 0;
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     Sequence seq;
     seq.seq_id = SeqId{ch};
-    seq.tokens.assign(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-    if ((*tok)->bos_id() >= 0) seq.tokens[0] = (*tok)->bos_id();
+    seq.tokens.assign(window_tokens.begin() + ch * n_ctx, window_tokens.begin() + (ch + 1) * n_ctx);
     seq.num_prompt_tokens = n_ctx;
     if (!kv.allocate_slots(seq.seq_id, n_ctx)) return fail("internal: KV allocation failed");
     SchedulerOutput step;
@@ -273,20 +356,56 @@ int cmd_perplexity(int argc, char** argv) {
     kv.free(seq.seq_id);
     // Row r holds the logits at position first + r, predicting the token after it.
     for (int32_t r = 0; first + r + 1 < n_ctx; ++r) {
-      nll += nll_of(&logits[static_cast<size_t>(r) * c.vocab_size], c.vocab_size, seq.tokens[first + r + 1]);
+      const float* row = &logits[static_cast<size_t>(r) * c.vocab_size];
+      const int32_t next = seq.tokens[first + r + 1];
+      nll += nll_of(row, c.vocab_size, next);
       ++count;
+      if (save_out.is_open() || base_in.is_open()) log_softmax(row, c.vocab_size, &logp);
+      if (save_out.is_open())
+        save_out.write(reinterpret_cast<const char*>(logp.data()),
+                       static_cast<std::streamsize>(logp.size() * sizeof(float)));
+      if (base_in.is_open()) {
+        if (!base_in.read(reinterpret_cast<char*>(base_logp.data()),
+                          static_cast<std::streamsize>(base_logp.size() * sizeof(float))))
+          return fail("'" + kl_base + "' is truncated");
+        kls.push_back(kl_of(base_logp.data(), logp.data(), c.vocab_size));
+        base_nll -= base_logp[next];
+        agree += std::max_element(base_logp.begin(), base_logp.end()) - base_logp.begin() ==
+                 std::max_element(logp.begin(), logp.end()) - logp.begin();
+      }
     }
     if (!json) std::fprintf(stderr, "[%lld] %.4f\n", static_cast<long long>(ch + 1), std::exp(nll / count));
   }
+  if (save_out.is_open() && !save_out.flush()) return fail("writing '" + save_logits + "' failed");
   const double ppl = std::exp(nll / count);
+  nlohmann::json kl;
+  if (base_in.is_open()) {
+    std::vector<double> sorted = kls;
+    std::sort(sorted.begin(), sorted.end());
+    double sum = 0;
+    for (double k : kls) sum += k;
+    kl = {
+        {"kl_divergence", sum / count},
+        {"kl_p99", sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(sorted.size())))]},
+        {"kl_max", sorted.back()},
+        {"top1_agreement", static_cast<double>(agree) / count},
+        {"base_perplexity", std::exp(base_nll / count)}};
+  }
   if (json) {
     nlohmann::json j = {
         {"perplexity", ppl},    {"ppl", ppl},     {"nll", nll / count},        {"n_scored", count},
         {"n_chunks", n_chunks}, {"n_ctx", n_ctx}, {"n_tokens", tokens.size()}, {"kv_cache_dtype", kv_type}};
+    if (!kl.is_null()) j.update(kl);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("perplexity: %.4f (mean NLL %.6f over %lld predictions, %lld windows of %d)\n", ppl, nll / count,
                 static_cast<long long>(count), static_cast<long long>(n_chunks), n_ctx);
+    if (!kl.is_null())
+      std::printf(
+          "KL divergence from the baseline: mean %.6f, p99 %.6f, max %.6f; top-1 agreement %.2f%%; "
+          "baseline perplexity %.4f\n",
+          kl["kl_divergence"].get<double>(), kl["kl_p99"].get<double>(), kl["kl_max"].get<double>(),
+          100 * kl["top1_agreement"].get<double>(), kl["base_perplexity"].get<double>());
   }
   return 0;
 }
