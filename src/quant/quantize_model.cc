@@ -1,6 +1,7 @@
 #include "quant/quantize_model.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -30,6 +31,7 @@ struct Plan {
   bool done = false;
   bool gptq = false;
   double seconds = 0;
+  size_t in_bytes = 0;  // in the input file
 };
 
 int64_t rows_of(const gguf::TensorInfo& t) {
@@ -75,7 +77,8 @@ struct F32Model {
   }
 };
 
-Result<F32Model> f32_model(const gguf::GGUFFile& in, const std::vector<Plan>& plans, ThreadPool& pool) {
+// all_f32: also the F16/BF16 vectors (norms, biases), which AWQ rescales.
+Result<F32Model> f32_model(const gguf::GGUFFile& in, const std::vector<Plan>& plans, bool all_f32, ThreadPool& pool) {
   gguf::GGUFWriter w;
   for (const auto& [k, v] : in.metadata())
     if (k != "general.alignment") w.set(k, v);
@@ -83,7 +86,8 @@ Result<F32Model> f32_model(const gguf::GGUFFile& in, const std::vector<Plan>& pl
   converted.reserve(plans.size());
   for (const Plan& p : plans) {
     const gguf::TensorInfo& t = *p.src;
-    if (!p.quantize || t.type == DType::kF32) {
+    const bool convert = p.quantize || (all_f32 && (t.type == DType::kF16 || t.type == DType::kBF16));
+    if (!convert || t.type == DType::kF32) {
       w.add_tensor(t.name, t.dims, t.type, t.data, t.num_bytes);
       continue;
     }
@@ -99,6 +103,83 @@ Result<F32Model> f32_model(const gguf::GGUFFile& in, const std::vector<Plan>& pl
   m.bytes = w.to_bytes();
   PAGODA_ASSIGN_OR_RETURN(m.file, gguf::GGUFFile::parse(m.bytes.data(), m.bytes.size()));
   return m;
+}
+
+// AWQ: one forward pass of the unquantized model collects, per group of
+// matrices sharing an input, x x^T and mean |x|; the scales are searched
+// there and folded into the in-memory F32 model after the pass (folding
+// keeps the unquantized function, so the pass needs no update). Returns
+// the folded model; the caller quantizes its matrices.
+Result<F32Model> run_awq(const gguf::GGUFFile& in, const ModelConfig& cfg, const ModelShape& shape,
+                         std::vector<Plan>& plans, const QuantizeOptions& opt, ThreadPool& pool,
+                         QuantizeReport* report) {
+  PAGODA_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_gguf(in));
+  const int32_t ctx = opt.calib_ctx > 0 ? opt.calib_ctx : std::min(512, std::max(cfg.train_context_len, 2));
+  PAGODA_ASSIGN_OR_RETURN(auto windows, calibration_windows(*tok, opt.calib_text, ctx, opt.calib_windows));
+  PAGODA_ASSIGN_OR_RETURN(F32Model f32, f32_model(in, plans, true, pool));
+  PAGODA_ASSIGN_OR_RETURN(auto model, LlamaModel::load(*f32.file));
+  std::map<std::string, const Plan*> by_name;
+  for (const Plan& p : plans) by_name[p.src->name] = &p;
+  std::vector<std::pair<AwqGroup, std::vector<float>>> folds;
+  Status failure = Status::ok();
+  auto observer = [&](int32_t layer, LinearInput which, const float* x, int64_t width, int64_t n) {
+    if (!failure.is_ok() || which == LinearInput::kOutput) return;
+    AwqGroup g;
+    g.cols = width;
+    std::string names;
+    for (const std::string& name : linear_tensor_names(layer, which, shape.has_output)) {
+      auto it = by_name.find(name);
+      if (it == by_name.end() || !it->second->quantize || dtype_block_size(it->second->type) == 1) continue;
+      g.mats.push_back(f32.tensor(name));
+      g.rows.push_back(rows_of(*it->second->src));
+      g.types.push_back(it->second->type);
+      if (!names.empty()) names += '+';
+      names += name;
+    }
+    if (g.mats.empty()) return;
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    switch (which) {
+      case LinearInput::kAttnQKV: g.norm = f32.tensor(p + "attn_norm.weight"); break;
+      case LinearInput::kFfnGateUp: g.norm = f32.tensor(p + cfg.ffn_norm_name + ".weight"); break;
+      case LinearInput::kAttnOut:
+        g.prev = f32.tensor(p + "attn_v.weight");
+        g.prev_cols = cfg.hidden_size;
+        g.prev_bias = f32.tensor(p + "attn_v.bias");
+        g.share = cfg.num_heads / cfg.num_kv_heads;
+        g.head_dim = cfg.head_dim;
+        break;
+      case LinearInput::kFfnDown:
+        g.prev = f32.tensor(p + "ffn_up.weight");
+        g.prev_cols = cfg.hidden_size;
+        break;
+      case LinearInput::kOutput: return;
+    }
+    if (!g.norm && !g.prev) {
+      failure = internal_error("AWQ: no F32 tensor to fold the scales of " + names + " into");
+      return;
+    }
+    std::vector<double> h(static_cast<size_t>(width * width), 0.0);
+    accumulate_hessian(x, width, n, width, h.data(), pool);
+    std::vector<float> mean_abs(static_cast<size_t>(width), 0.0f);
+    for (int64_t c = 0; c < width; ++c) {
+      double s = 0;
+      for (int64_t t = 0; t < n; ++t) s += std::fabs(x[t * width + c]);
+      mean_abs[c] = static_cast<float>(s / static_cast<double>(std::max<int64_t>(n, 1)));
+    }
+    double alpha = 0;
+    std::vector<float> scales = awq_search(g, h, mean_abs, opt.awq, pool, &alpha);
+    char line[64];
+    std::snprintf(line, sizeof(line), ": alpha %.2f", alpha);
+    report->awq_alphas.push_back(names + line);
+    if (opt.progress) opt.progress("awq " + names + line);
+    folds.emplace_back(std::move(g), std::move(scales));
+  };
+  CalibrationRun run;
+  run.threads = opt.threads;
+  PAGODA_RETURN_IF_ERROR(run_calibration(std::move(model), windows, observer, run));
+  PAGODA_RETURN_IF_ERROR(failure);
+  for (const auto& [g, s] : folds) awq_fold(g, s);
+  return f32;
 }
 
 }  // namespace
@@ -126,12 +207,14 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
     Plan p;
     p.src = &t;
     p.type = t.type;
+    p.in_bytes = t.num_bytes;
     if (is_quantizable(t.name, static_cast<int>(t.dims.size()))) {
       if (!dtype_info(t.type).supported)
         return unimplemented("tensor '" + t.name + "' has type " + std::string(dtype_name(t.type)) +
                              ", which Pagoda cannot read");
       p.type = tensor_type(opt.mix, shape, t.name, t.dims[0]);
-      p.quantize = p.type != t.type;
+      // AWQ rescales matrices: every one is written anew.
+      p.quantize = p.type != t.type || opt.method == Method::kAwq;
     }
     plans.push_back(std::move(p));
   }
@@ -156,7 +239,7 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
     PAGODA_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_gguf(*in));
     const int32_t ctx = opt.calib_ctx > 0 ? opt.calib_ctx : std::min(512, std::max(cfg.train_context_len, 2));
     PAGODA_ASSIGN_OR_RETURN(auto windows, calibration_windows(*tok, opt.calib_text, ctx, opt.calib_windows));
-    PAGODA_ASSIGN_OR_RETURN(F32Model f32, f32_model(*in, plans, pool));
+    PAGODA_ASSIGN_OR_RETURN(F32Model f32, f32_model(*in, plans, false, pool));
     PAGODA_ASSIGN_OR_RETURN(auto model, LlamaModel::load(*f32.file));
     std::map<std::string, Plan*> by_name;
     for (Plan& p : plans) by_name[p.src->name] = &p;
@@ -197,6 +280,28 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
     PAGODA_RETURN_IF_ERROR(failure);
   }
 
+  F32Model awq_model;
+  if (opt.method == Method::kAwq) {
+    if (opt.calib_text.empty()) return invalid_argument("AWQ needs calibration text (--calib FILE)");
+    if (cfg.num_experts > 0) return unimplemented("AWQ of MoE models is not supported (use --method rtn)");
+    if (!opt.imatrix_path.empty())
+      return invalid_argument("--imatrix is for --method rtn or gptq (AWQ rescales the columns it weights)");
+    PAGODA_ASSIGN_OR_RETURN(awq_model, run_awq(*in, cfg, shape, plans, opt, pool, &report));
+    // Every tensor now comes from the folded model: the matrices below, the
+    // rest (norms, biases) re-encoded in their own type here.
+    for (Plan& p : plans) {
+      const gguf::TensorInfo* t = awq_model.file->tensor(p.src->name);
+      if (!t) return internal_error("AWQ: tensor '" + p.src->name + "' missing from the folded model");
+      if (!p.quantize && t->type == DType::kF32 && p.type != DType::kF32) {
+        p.bytes.resize(p.src->num_bytes);
+        ref::quantize_row(p.type, reinterpret_cast<const float*>(t->data), p.bytes.data(), t->num_elements());
+      } else if (!p.quantize) {
+        p.bytes.assign(t->data, t->data + t->num_bytes);
+      }
+      p.src = t;
+    }
+  }
+
   for (Plan& p : plans) {
     if (p.done) continue;
     if (p.quantize) {
@@ -215,11 +320,11 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
   w.set("general.quantization_version", gguf::Value::make_u32(2));
   for (const Plan& p : plans) {
     const gguf::TensorInfo& t = *p.src;
-    report.bytes_in += t.num_bytes;
+    report.bytes_in += p.in_bytes;
     ++report.num_tensors;
     ++report.type_counts[std::string(dtype_name(p.type))];
-    if (p.quantize) {
-      ++report.num_quantized;
+    if (p.quantize || !p.bytes.empty()) {
+      report.num_quantized += p.quantize;
       report.bytes_out += p.bytes.size();
       w.add_tensor(t.name, t.dims, p.type, p.bytes.data(), p.bytes.size());
     } else {

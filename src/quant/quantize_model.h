@@ -1,7 +1,8 @@
 // `pagoda quantize`: a GGUF model in, a quantized GGUF out (readable by
 // llama.cpp too). Tensor types follow llama.cpp's mixes (quant_types.h);
 // matrices are quantized by round-to-nearest (optionally importance-
-// weighted by an imatrix) or by GPTQ with calibration text. Rows are
+// weighted by an imatrix), by GPTQ, or after AWQ's activation-aware
+// scaling, both with calibration text. Rows are
 // quantized in parallel, each independently, so the output is identical for
 // every thread count.
 #pragma once
@@ -10,15 +11,17 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "quant/awq.h"
 #include "quant/gptq.h"
 #include "quant/quant_types.h"
 
 namespace pagoda::quant {
 
-enum class Method { kRtn, kGptq };
+enum class Method { kRtn, kGptq, kAwq };
 
 struct QuantizeOptions {
   QuantMix mix;
@@ -29,6 +32,7 @@ struct QuantizeOptions {
   int32_t calib_ctx = 0;     // tokens per window (0: min(512, the model's context))
   int32_t calib_windows = 16;
   GptqOptions gptq;
+  AwqOptions awq;
   // One line per tensor as it is done (the CLI prints them); may be empty.
   std::function<void(const std::string& line)> progress;
 };
@@ -36,6 +40,7 @@ struct QuantizeOptions {
 struct QuantizeReport {
   size_t bytes_in = 0, bytes_out = 0;  // tensor data
   int32_t num_tensors = 0, num_quantized = 0, num_gptq = 0;
+  std::vector<std::string> awq_alphas;         // "blk.0.attn_q.weight+...: 0.45", one per scaled group
   std::map<std::string, int32_t> type_counts;  // output type name -> tensors
   double seconds = 0;
 };
