@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"grammar", pagoda::cli::cmd_grammar, "print the GBNF of a JSON Schema, regex or choice list (structured output)"},
     {"quantize", pagoda::cli::cmd_quantize, "quantize a GGUF model (llama.cpp's mixes; RTN, imatrix, GPTQ)"},
     {"imatrix", pagoda::cli::cmd_imatrix, "collect an importance matrix from calibration text"},
+    {"convert", pagoda::cli::cmd_convert, "convert a model: MHA -> GQA/MQA (--kv-heads N)"},
     {"bench", pagoda::cli::cmd_bench, "benchmarks: model (pp/tg tokens/s), throughput (offline serving)"},
 };
 
