@@ -319,8 +319,61 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MakeModelBadPreset", "make-model --preset huge -o /tmp/x.gguf"},
         BadCase{"MakeModelBadDtype", "make-model --preset tiny --dtype q9 -o /tmp/x.gguf"},
         BadCase{"MakeModelNoOutput", "make-model --preset tiny"},
-        BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"}),
+        BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"},
+        BadCase{"QuantizeUnknownType", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q7_z"},
+        BadCase{"QuantizeTypeNotYet", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q3_k_m"},
+        BadCase{"QuantizeNotAGguf", "quantize /etc/passwd /tmp/pagoda_cli_q.gguf q4_0"},
+        BadCase{"QuantizeVocabOnly",
+                "quantize " + kShared + "/vocab/ggml-vocab-gpt-2.gguf /tmp/pagoda_cli_q.gguf q4_0"},
+        BadCase{"QuantizeGptqNoCalib", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q4_0 --method gptq"},
+        BadCase{"QuantizeBadMethod", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q4_0 --method hqq"},
+        BadCase{"QuantizeImatrixNotOne", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q4_0 --imatrix " + kBundled},
+        BadCase{"QuantizeUnwritable", "quantize " + kBundled + " /nonexistent/dir/q.gguf q4_0"},
+        BadCase{"ImatrixNoText", "imatrix -m " + kBundled + " -f /nonexistent -o /tmp/pagoda_cli_im.gguf"},
+        BadCase{"ConvertKvHeadsNotDivisor", "convert --kv-heads 3 " + kBundled + " /tmp/pagoda_cli_c.gguf"},
+        BadCase{"KlBaseMissing", "perplexity -m " + kBundled + " -f " + kHeldout + " --kl-divergence /nonexistent"},
+        BadCase{"KlBaseNotOne", "perplexity -m " + kBundled + " -f " + kHeldout + " --kl-divergence " + kBundled},
+        BadCase{"KlWithStream",
+                "perplexity -m " + kBundled + " -f " + kHeldout + " --stream --save-logits /tmp/pagoda_cli_kl"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// The quantization tools end to end on the bundled model: an imatrix, a
+// Q4_K_M file with it, GPTQ and AWQ Q4_0 files, each loaded by perplexity and
+// compared with the F32 model's saved log-probabilities. 4-bit costs a little
+// (KL > 0, perplexity within 2%); the model itself against its own baseline
+// is exactly 0.
+TEST(Cli, QuantizeImatrixGptqAwqAndKlDivergence) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pagoda_cli_quant_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string base = (dir / "base.logp").string(), im = (dir / "im.gguf").string();
+  auto r = run("perplexity -m " + kBundled + " -f " + kHeldout + " -t 1 -c 128 --json --save-logits " + base);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double f32 = json_number(r.out, "perplexity");
+  r = run("perplexity -m " + kBundled + " -f " + kHeldout + " -t 1 -c 128 --json --kl-divergence " + base);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_number(r.out, "kl_divergence"), 0.0);
+  EXPECT_EQ(json_number(r.out, "top1_agreement"), 1.0);
+  r = run("imatrix -m " + kBundled + " -f " + kHeldout + " -c 128 -o " + im + " -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string variants[] = {"q4_k_m --imatrix " + im,
+                                  "q4_0 --method gptq --calib " + kHeldout + " --calib-ctx 128 --calib-chunks 6",
+                                  "q4_0 --method awq --calib " + kHeldout + " --calib-ctx 128 --calib-chunks 6"};
+  for (const std::string& v : variants) {
+    const std::string q = (dir / "q.gguf").string();
+    r = run("quantize " + kBundled + " " + q + " " + v + " -t 2");
+    ASSERT_EQ(r.exit_code, 0) << v << ": " << r.err;
+    EXPECT_NE(r.err.find("blk.4.ffn_down.weight"), std::string::npos) << r.err;  // progress lines
+    r = run("perplexity -m " + q + " -f " + kHeldout + " -t 1 -c 128 --json --kl-divergence " + base);
+    ASSERT_EQ(r.exit_code, 0) << v << ": " << r.err;
+    const double kl = json_number(r.out, "kl_divergence");
+    EXPECT_GT(kl, 0.0) << v;
+    EXPECT_LT(kl, 0.02) << v;
+    EXPECT_GT(json_number(r.out, "top1_agreement"), 0.9) << v;
+    EXPECT_NEAR(json_number(r.out, "perplexity") / f32, 1.0, 0.02) << v;
+    EXPECT_NEAR(json_number(r.out, "base_perplexity"), f32, 1e-6 * f32) << v;
+  }
+  std::filesystem::remove_all(dir);
+}
 
 TEST(Cli, LogitsWritesEveryPositionAsFloat32) {
   const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";

@@ -17,12 +17,16 @@ namespace {
 constexpr int kSubK4 = 32;  // Q4_K/Q5_K sub-block
 constexpr int kSubK6 = 16;  // Q6_K sub-block
 
+// Nearest integer in [lo, hi] (halves away from zero, as std::round; NaN
+// gives lo). Written without libm calls: on the baseline x86-64 build
+// std::round is a function call, and this runs for every element and every
+// candidate scale of the K-quant search.
 int round_clamped(float v, int lo, int hi) {
-  if (std::isnan(v)) return 0;
-  const float r = std::round(v);
-  if (r <= static_cast<float>(lo)) return lo;
-  if (r >= static_cast<float>(hi)) return hi;
-  return static_cast<int>(r);
+  const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+  float c = v > flo ? v : flo;  // also NaN -> lo
+  c = c < fhi ? c : fhi;
+  // c - lo is in [0, hi - lo]: truncating c - lo + 0.5 rounds half up.
+  return lo + static_cast<int>(c - flo + 0.5f);
 }
 
 // Affine sub-block fit x ~= s * L - m with L in [0, nmax], s >= 0, m >= 0
@@ -36,29 +40,36 @@ float wt(const float* w, int i) { return w ? w[i] : 1.0f; }
 
 float affine_error(const float* x, const float* w, int n, int nmax, float s, float m) {
   float err = 0;
+  const float is = s > 0 ? 1.0f / s : 0.0f;
   for (int i = 0; i < n; ++i) {
-    const int l = s > 0 ? round_clamped((x[i] + m) / s, 0, nmax) : 0;
+    const int l = round_clamped((x[i] + m) * is, 0, nmax);
     const float e = s * static_cast<float>(l) - m - x[i];
     err += wt(w, i) * e * e;
   }
   return err;
 }
 
-// Weighted least-squares (s, m) for fixed integer levels L; false if degenerate.
-bool solve_affine(const float* x, const float* w, const int* l, int n, float* s, float* m) {
-  double sw = 0, sl = 0, sll = 0, sx = 0, slx = 0;
+// Weighted sums of a sub-block that do not depend on the levels.
+struct XSums {
+  double sw = 0, sx = 0, sxx = 0;
+};
+
+// Weighted least-squares (s, m) for fixed integer levels L, and its error
+// sum w (s L - m - x)^2 in closed form from the sums (the levels as given,
+// not re-rounded: as llama.cpp's search). False if degenerate.
+bool solve_affine(const float* x, const float* w, const int* l, int n, const XSums& xs, float* s, float* m,
+                  float* err) {
+  double sl = 0, sll = 0, slx = 0;
   for (int i = 0; i < n; ++i) {
-    const double wi = wt(w, i);
-    sw += wi;
-    sl += wi * l[i];
-    sll += wi * l[i] * l[i];
-    sx += wi * x[i];
-    slx += wi * l[i] * x[i];
+    const double wi = wt(w, i), li = l[i];
+    sl += wi * li;
+    sll += wi * li * li;
+    slx += wi * li * x[i];
   }
-  const double det = sw * sll - sl * sl;
+  const double det = xs.sw * sll - sl * sl;
   if (sll <= 0 || det <= 0) return false;
-  double ss = (sw * slx - sl * sx) / det;
-  double b = (sll * sx - sl * slx) / det;  // offset: x ~= ss * L + b
+  double ss = (xs.sw * slx - sl * xs.sx) / det;
+  double b = (sll * xs.sx - sl * slx) / det;  // offset: x ~= ss * L + b
   if (b > 0) {
     b = 0;
     ss = slx / sll;
@@ -66,14 +77,20 @@ bool solve_affine(const float* x, const float* w, const int* l, int n, float* s,
   if (!(ss > 0)) return false;
   *s = static_cast<float>(ss);
   *m = static_cast<float>(-b);
+  const double e = ss * ss * sll + 2 * ss * b * sl + b * b * xs.sw - 2 * ss * slx - 2 * b * xs.sx + xs.sxx;
+  *err = static_cast<float>(std::max(e, 0.0));
   return true;
 }
 
 AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
   float mn = 0, mx = x[0];
+  XSums xs;
   for (int i = 0; i < n; ++i) {
     mn = std::min(mn, x[i]);
     mx = std::max(mx, x[i]);
+    xs.sw += wt(w, i);
+    xs.sx += static_cast<double>(wt(w, i)) * x[i];
+    xs.sxx += static_cast<double>(wt(w, i)) * x[i] * x[i];
   }
   AffineFit best;
   best.m = -mn;
@@ -85,9 +102,8 @@ AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
   best.err = affine_error(x, w, n, nmax, best.s, best.m);
   int l[kSubK4];
   auto try_levels = [&] {
-    float fs, fm;
-    if (!solve_affine(x, w, l, n, &fs, &fm)) return;
-    const float err = affine_error(x, w, n, nmax, fs, fm);
+    float fs, fm, err;
+    if (!solve_affine(x, w, l, n, xs, &fs, &fm, &err)) return;
     if (err < best.err) best = {fs, fm, err};
   };
   for (int k = -8; k <= 8; ++k) {
@@ -96,7 +112,8 @@ AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
     try_levels();
   }
   for (int iter = 0; iter < 3; ++iter) {  // Lloyd-style refinement
-    for (int i = 0; i < n; ++i) l[i] = round_clamped((x[i] + best.m) / best.s, 0, nmax);
+    const float is = 1.0f / best.s;
+    for (int i = 0; i < n; ++i) l[i] = round_clamped((x[i] + best.m) * is, 0, nmax);
     try_levels();
   }
   return best;
@@ -155,10 +172,11 @@ float fit_symmetric6(const float* x, const float* w) {
   }
   if (amax == 0) return 0;
   float best_s = max / -32, best_err = sxx + 1;
+  // max maps to about -32 (the level with more room) or +31.
   for (int sign = -1; sign <= 1; sign += 2) {
-    for (int k = -10; k <= 10; ++k) {
+    for (int k = -6; k <= 6; ++k) {
       const float top = sign < 0 ? 32.0f : 31.0f;
-      const float iscale = static_cast<float>(sign) * (top + 0.1f * static_cast<float>(k)) / max;
+      const float iscale = static_cast<float>(sign) * (top + 0.15f * static_cast<float>(k)) / max;
       double sxl = 0, sll = 0;
       for (int i = 0; i < kSubK6; ++i) {
         const int l = round_clamped(iscale * x[i], -32, 31);
