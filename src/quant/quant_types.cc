@@ -19,18 +19,19 @@ struct MixRow {
 
 // llama.cpp's LLAMA_FTYPE_* ids.
 constexpr std::array kMixes = {
-    MixRow{"F32", 0, DType::kF32, V::kPlain},      MixRow{"F16", 1, DType::kF16, V::kPlain},
-    MixRow{"BF16", 32, DType::kBF16, V::kPlain},   MixRow{"Q4_0", 2, DType::kQ4_0, V::kPlain},
-    MixRow{"Q4_1", 3, DType::kQ4_1, V::kPlain},    MixRow{"Q8_0", 7, DType::kQ8_0, V::kPlain},
-    MixRow{"Q5_0", 8, DType::kQ5_0, V::kPlain},    MixRow{"Q5_1", 9, DType::kQ5_1, V::kPlain},
-    MixRow{"Q4_K_S", 14, DType::kQ4_K, V::kSmall}, MixRow{"Q4_K_M", 15, DType::kQ4_K, V::kMedium},
-    MixRow{"Q5_K_S", 16, DType::kQ5_K, V::kSmall}, MixRow{"Q5_K_M", 17, DType::kQ5_K, V::kMedium},
-    MixRow{"Q6_K", 18, DType::kQ6_K, V::kPlain},
+    MixRow{"F32", 0, DType::kF32, V::kPlain},        MixRow{"F16", 1, DType::kF16, V::kPlain},
+    MixRow{"BF16", 32, DType::kBF16, V::kPlain},     MixRow{"Q4_0", 2, DType::kQ4_0, V::kPlain},
+    MixRow{"Q4_1", 3, DType::kQ4_1, V::kPlain},      MixRow{"Q8_0", 7, DType::kQ8_0, V::kPlain},
+    MixRow{"Q5_0", 8, DType::kQ5_0, V::kPlain},      MixRow{"Q5_1", 9, DType::kQ5_1, V::kPlain},
+    MixRow{"Q4_K_S", 14, DType::kQ4_K, V::kSmall},   MixRow{"Q4_K_M", 15, DType::kQ4_K, V::kMedium},
+    MixRow{"Q5_K_S", 16, DType::kQ5_K, V::kSmall},   MixRow{"Q5_K_M", 17, DType::kQ5_K, V::kMedium},
+    MixRow{"Q6_K", 18, DType::kQ6_K, V::kPlain},     MixRow{"Q3_K_S", 11, DType::kQ3_K, V::kSmall},
+    MixRow{"Q3_K_M", 12, DType::kQ3_K, V::kMedium},  MixRow{"Q3_K_L", 13, DType::kQ3_K, V::kLarge},
+    MixRow{"IQ4_NL", 25, DType::kIQ4_NL, V::kPlain},
 };
 
 // Known to llama.cpp, without kernels here yet.
-constexpr std::array<std::string_view, 11> kNotYet = {"Q2_K",   "Q2_K_S", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q3_K",
-                                                      "IQ4_NL", "IQ4_XS", "IQ3_M",  "IQ2_XS", "TQ1_0"};
+constexpr std::array<std::string_view, 7> kNotYet = {"Q2_K", "Q2_K_S", "IQ4_XS", "IQ3_M", "IQ3_XXS", "IQ2_XS", "TQ1_0"};
 
 std::string upper(std::string_view s) {
   std::string u(s);
@@ -56,6 +57,7 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 
 DType fallback(DType t) {
   switch (t) {
+    case DType::kQ3_K: return DType::kIQ4_NL;
     case DType::kQ4_K: return DType::kQ5_0;
     case DType::kQ5_K: return DType::kQ5_1;
     case DType::kQ6_K: return DType::kQ8_0;
@@ -69,6 +71,7 @@ Result<QuantMix> parse_quant_mix(std::string_view name) {
   std::string u = upper(name);
   if (u == "Q4_K") u = "Q4_K_M";  // llama-quantize's aliases
   if (u == "Q5_K") u = "Q5_K_M";
+  if (u == "Q3_K") u = "Q3_K_M";
   for (const MixRow& r : kMixes)
     if (r.name == u) return QuantMix{std::string(r.name), r.ftype, r.base, r.variant};
   if (std::find(kNotYet.begin(), kNotYet.end(), u) != kNotYet.end())
@@ -107,12 +110,22 @@ DType tensor_type(const QuantMix& mix, const ModelShape& shape, std::string_view
       else if (t != DType::kQ8_0)
         t = DType::kQ6_K;
     } else if (contains(name, "attn_v.weight")) {
+      if (m == "Q3_K_M") t = layer < 2 ? DType::kQ5_K : DType::kQ4_K;
+      if (m == "Q3_K_L") t = DType::kQ5_K;
+      if (m == "IQ4_NL" && shape.gqa >= 4) t = DType::kQ5_K;
       if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(layer, n)) t = DType::kQ6_K;
       if (m == "Q4_K_S" && layer < 4) t = DType::kQ5_K;
       if (shape.num_experts == 8) t = DType::kQ8_0;
     } else if (contains(name, "attn_k.weight")) {
       if (shape.num_experts == 8) t = DType::kQ8_0;
+    } else if (contains(name, "attn_output.weight")) {
+      if (shape.num_experts == 8 && (m == "Q3_K_M" || m == "Q3_K_L")) t = DType::kQ5_K;
+      if (shape.num_experts != 8 && m == "Q3_K_M") t = DType::kQ4_K;
+      if (shape.num_experts != 8 && m == "Q3_K_L") t = DType::kQ5_K;
     } else if (contains(name, "ffn_down")) {
+      if (m == "Q3_K_M") t = layer < n / 16 ? DType::kQ5_K : DType::kQ4_K;
+      if (m == "Q3_K_L") t = DType::kQ5_K;
+      if (m == "IQ4_NL" && layer < n / 8 && !shape.has_imatrix) t = DType::kQ5_K;
       if (m == "Q4_K_M" && use_more_bits(layer, n)) t = DType::kQ6_K;
       if (m == "Q5_K_M" && use_more_bits(layer, n)) t = DType::kQ6_K;
       if (m == "Q4_K_S" && layer < n / 8) t = DType::kQ5_K;

@@ -17,7 +17,7 @@ struct QuantMix {
   std::string name;  // upper case, as llama.cpp prints it: "Q4_K_M"
   uint32_t ftype;    // llama.cpp's LLAMA_FTYPE_* value, written as general.file_type
   DType base;        // the type of the matrices no rule changes
-  enum class Variant { kPlain, kSmall, kMedium } variant = Variant::kPlain;  // _S / _M of the K-quants
+  enum class Variant { kPlain, kSmall, kMedium, kLarge } variant = Variant::kPlain;  // _S / _M / _L of the K-quants
 };
 
 // "q4_k_m", "Q4_K_M", "q8_0", "f16", "q4_k" (= Q4_K_M, as llama-quantize), ...
@@ -32,6 +32,7 @@ struct ModelShape {
   bool has_output = true;  // false: tied embeddings, token_embd is the output matrix
   int32_t num_experts = 0;
   bool has_imatrix = false;  // Q4_0/Q5_0 then give the first eighth's ffn_down Q4_1/Q5_1
+  int32_t gqa = 1;           // query heads per KV head
 };
 
 // Whether llama.cpp would quantize this tensor at all: 2-D (or 3-D expert)

@@ -200,6 +200,7 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
   shape.has_output = in->tensor("output.weight") != nullptr;
   shape.num_experts = cfg.num_experts;
   shape.has_imatrix = !opt.imatrix_path.empty();
+  shape.gqa = cfg.num_kv_heads > 0 ? cfg.num_heads / cfg.num_kv_heads : 1;
 
   std::vector<Plan> plans;
   plans.reserve(in->tensors().size());

@@ -321,7 +321,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MakeModelNoOutput", "make-model --preset tiny"},
         BadCase{"MakeModelUnwritable", "make-model --preset tiny -o /nonexistent/dir/x.gguf"},
         BadCase{"QuantizeUnknownType", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q7_z"},
-        BadCase{"QuantizeTypeNotYet", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q3_k_m"},
+        BadCase{"QuantizeTypeNotYet", "quantize " + kBundled + " /tmp/pagoda_cli_q.gguf q2_k"},
         BadCase{"QuantizeNotAGguf", "quantize /etc/passwd /tmp/pagoda_cli_q.gguf q4_0"},
         BadCase{"QuantizeVocabOnly",
                 "quantize " + kShared + "/vocab/ggml-vocab-gpt-2.gguf /tmp/pagoda_cli_q.gguf q4_0"},

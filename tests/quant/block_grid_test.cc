@@ -13,8 +13,8 @@
 namespace pagoda::quant {
 namespace {
 
-const DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                        DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+const DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K};
 
 std::vector<float> random_values(int n, std::mt19937& rng) {
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -68,7 +68,9 @@ double weighted_error(DType t, const std::vector<float>& x, const std::vector<fl
 TEST(WeightedQuantization, LowersTheImportanceWeightedError) {
   std::mt19937 rng(2);
   std::exponential_distribution<float> heavy(1.0f);
-  for (DType t : kTypes) {
+  std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
+  types.push_back(DType::kIQ4_NL);  // no linear grid, but importance-weighted rounding
+  for (DType t : types) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     double plain = 0, weighted = 0;
     for (int row = 0; row < 16; ++row) {

@@ -20,6 +20,9 @@ TEST(QuantTypes, ParsesNamesAndAliases) {
   EXPECT_EQ(mix("q4_k_m").name, "Q4_K_M");
   EXPECT_EQ(mix("Q4_K").name, "Q4_K_M");  // llama-quantize's alias
   EXPECT_EQ(mix("q5_k").name, "Q5_K_M");
+  EXPECT_EQ(mix("q3_k").name, "Q3_K_M");
+  EXPECT_EQ(mix("Q3_K_M").ftype, 12u);
+  EXPECT_EQ(mix("iq4_nl").base, DType::kIQ4_NL);
   EXPECT_EQ(mix("Q4_K_M").ftype, 15u);
   EXPECT_EQ(mix("q8_0").ftype, 7u);
   EXPECT_EQ(mix("q6_k").base, DType::kQ6_K);
@@ -27,7 +30,7 @@ TEST(QuantTypes, ParsesNamesAndAliases) {
   auto bad = parse_quant_mix("q7_z");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("unknown quantization type 'q7_z'"), std::string::npos);
-  auto later = parse_quant_mix("q3_k_m");
+  auto later = parse_quant_mix("q2_k");
   ASSERT_FALSE(later.is_ok());
   EXPECT_NE(later.status().message().find("not supported yet"), std::string::npos);
 }
@@ -84,6 +87,22 @@ TEST(QuantTypes, OtherMixes) {
   s.has_imatrix = true;
   EXPECT_EQ(tensor_type(mix("Q4_0"), s, blk(1, "ffn_down"), 2048), DType::kQ4_1);
   EXPECT_EQ(tensor_type(mix("Q4_0"), s, blk(2, "ffn_down"), 2048), DType::kQ4_0);
+  // Q3_K_M: attn_v Q5_K in the first two layers then Q4_K, attn_output Q4_K,
+  // ffn_down Q5_K in the first sixteenth then Q4_K; rows that do not fit
+  // fall back to IQ4_NL.
+  ModelShape s32{.num_layers = 32, .has_output = true, .num_experts = 0};
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(1, "attn_v"), 2048), DType::kQ5_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(2, "attn_v"), 2048), DType::kQ4_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(2, "attn_output"), 2048), DType::kQ4_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(1, "ffn_down"), 2048), DType::kQ5_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(2, "ffn_down"), 2048), DType::kQ4_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(2, "ffn_up"), 2048), DType::kQ3_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_M"), s32, blk(2, "ffn_up"), 640), DType::kIQ4_NL);
+  EXPECT_EQ(tensor_type(mix("Q3_K_L"), s32, blk(2, "ffn_down"), 2048), DType::kQ5_K);
+  EXPECT_EQ(tensor_type(mix("Q3_K_S"), s32, blk(2, "attn_v"), 2048), DType::kQ3_K);
+  EXPECT_EQ(tensor_type(mix("IQ4_NL"), s32, blk(9, "ffn_up"), 2048), DType::kIQ4_NL);
+  EXPECT_EQ(tensor_type(mix("IQ4_NL"), s32, blk(1, "ffn_down"), 2048), DType::kQ5_K);
+  EXPECT_EQ(tensor_type(mix("IQ4_NL"), s32, "output.weight", 2048), DType::kQ6_K);
   // Eight experts: attn_v and attn_k get Q8_0.
   s.num_experts = 8;
   EXPECT_EQ(tensor_type(mix("Q4_K_M"), s, blk(9, "attn_k"), 2048), DType::kQ8_0);

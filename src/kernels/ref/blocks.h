@@ -68,7 +68,26 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// 16 sub-blocks of 16: x = d * (scale - 32) * (q - 4), q 3 bits (2 in qs,
+// the third in hmask: element j's is bit j / 32 of hmask[j % 32]), 6-bit
+// scales packed in 12 bytes (low nibbles, then 2-bit highs).
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+constexpr int kQK4_NL = 32;
+// Non-linear 4-bit: x = d * kIq4nlValues[q]; nibble order as Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK4_NL / 2];
+};
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
@@ -94,6 +113,8 @@ PAGODA_BLOCK_TRAITS(BlockQ8_0, kQ8_0, kQK8_0);
 PAGODA_BLOCK_TRAITS(BlockQ4_K, kQ4_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ5_K, kQ5_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ6_K, kQ6_K, kQK_K);
+PAGODA_BLOCK_TRAITS(BlockQ3_K, kQ3_K, kQK_K);
+PAGODA_BLOCK_TRAITS(BlockIQ4_NL, kIQ4_NL, kQK4_NL);
 #undef PAGODA_BLOCK_TRAITS
 
 // Sub-block j (0..7) of a Q4_K/Q5_K scales array: 6-bit scale and min.
@@ -119,6 +140,8 @@ void dequantize_block(const BlockQ8_0& b, float* dst);
 void dequantize_block(const BlockQ4_K& b, float* dst);
 void dequantize_block(const BlockQ5_K& b, float* dst);
 void dequantize_block(const BlockQ6_K& b, float* dst);
+void dequantize_block(const BlockQ3_K& b, float* dst);
+void dequantize_block(const BlockIQ4_NL& b, float* dst);
 
 // w: per-element importance weights of the squared error, or null. Without
 // weights the 32-blocks follow GGML's *_ref quantizers byte for byte; with
@@ -132,6 +155,8 @@ void quantize_block(const float* src, const float* w, BlockQ8_0* b);
 void quantize_block(const float* src, const float* w, BlockQ4_K* b);
 void quantize_block(const float* src, const float* w, BlockQ5_K* b);
 void quantize_block(const float* src, const float* w, BlockQ6_K* b);
+void quantize_block(const float* src, const float* w, BlockQ3_K* b);
+void quantize_block(const float* src, const float* w, BlockIQ4_NL* b);
 
 // Writes a block's integer levels, keeping its scales: the stored unsigned
 // values, 0..15 (Q4_0, Q4_1, Q4_K), 0..31 (Q5_0, Q5_1, Q5_K), 0..63 (Q6_K),
@@ -144,5 +169,16 @@ void set_levels(BlockQ8_0* b, const int* levels);
 void set_levels(BlockQ4_K* b, const int* levels);
 void set_levels(BlockQ5_K* b, const int* levels);
 void set_levels(BlockQ6_K* b, const int* levels);
+void set_levels(BlockQ3_K* b, const int* levels);  // 0..7 (the value is q - 4)
+
+// The 16 signed sub-block scales of a Q3_K block (scale - 32, -32..31), and back.
+void get_scales_q3_k(const BlockQ3_K& b, int8_t* scales);
+void set_scales_q3_k(BlockQ3_K* b, const int8_t* scales);
+
+// Lossless re-encodings for the run-time kernels: Q3_K's values are exactly
+// Q6_K values (same sub-blocks and d; q6 = q3 - 4 + 32, scale = q3 scale),
+// IQ4_NL's exactly Q8_0 values (q8 = the table value, same d).
+void q3_k_to_q6_k(const BlockQ3_K& b, BlockQ6_K* out);
+void iq4_nl_to_q8_0(const BlockIQ4_NL& b, BlockQ8_0* out);
 
 }  // namespace pagoda::ref

@@ -1,0 +1,217 @@
+// Reference dequantize/quantize for Q3_K and IQ4_NL (layouts bit-exact with
+// GGML; the quantizers are our own searches), and their lossless
+// re-encodings as Q6_K / Q8_0 blocks, which the run-time kernels compute
+// with (model loading converts; see kernels/transcode.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/ref/blocks.h"
+
+namespace pagoda::ref {
+namespace {
+
+int clamp_round(float v, int lo, int hi) {
+  if (!(v > static_cast<float>(lo))) return lo;
+  if (v >= static_cast<float>(hi)) return hi;
+  return lo + static_cast<int>(v - static_cast<float>(lo) + 0.5f);
+}
+
+float wt(const float* w, int i) { return w ? w[i] : 1.0f; }
+
+// Symmetric sub-block fit x ~= s * L, L in [lo, hi]: the s minimizing the
+// weighted error over candidate scales mapping max|x| near lo or hi.
+float fit_symmetric(const float* x, const float* w, int n, int lo, int hi) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  if (amax == 0) return 0;
+  float best_s = max / static_cast<float>(lo);
+  double best = -1;
+  for (int sign = -1; sign <= 1; sign += 2) {
+    const float top = sign < 0 ? static_cast<float>(-lo) : static_cast<float>(hi);
+    for (int k = -6; k <= 6; ++k) {
+      const float iscale = static_cast<float>(sign) * (top + 0.1f * static_cast<float>(k)) / max;
+      double sxl = 0, sll = 0;
+      for (int i = 0; i < n; ++i) {
+        const int l = clamp_round(iscale * x[i], lo, hi);
+        sxl += static_cast<double>(wt(w, i)) * x[i] * l;
+        sll += static_cast<double>(wt(w, i)) * l * l;
+      }
+      if (sll <= 0) continue;
+      const double score = sxl * sxl / sll;  // the error is sum w x^2 - score
+      if (score > best) {
+        best = score;
+        best_s = static_cast<float>(sxl / sll);
+      }
+    }
+  }
+  return best_s;
+}
+
+// Index of the table value nearest to v (the table is sorted).
+int nearest_iq4nl(float v) {
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < static_cast<float>(kIq4nlValues[mid]))
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return v - static_cast<float>(kIq4nlValues[lo]) <= static_cast<float>(kIq4nlValues[hi]) - v ? lo : hi;
+}
+
+}  // namespace
+
+void get_scales_q3_k(const BlockQ3_K& b, int8_t* scales) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? b.scales[j] & 0xF : b.scales[j - 8] >> 4;
+    const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    scales[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+void set_scales_q3_k(BlockQ3_K* b, const int8_t* scales) {
+  std::memset(b->scales, 0, sizeof(b->scales));
+  for (int j = 0; j < 16; ++j) {
+    const int l = std::clamp(static_cast<int>(scales[j]), -32, 31) + 32;
+    if (j < 8)
+      b->scales[j] = static_cast<uint8_t>(l & 0xF);
+    else
+      b->scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+    b->scales[8 + j % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+  }
+}
+
+void set_levels(BlockQ3_K* b, const int* levels) {
+  std::memset(b->hmask, 0, sizeof(b->hmask));
+  std::memset(b->qs, 0, sizeof(b->qs));
+  for (int e = 0; e < kQK_K; ++e) {
+    const int l = levels[e] & 7;
+    if (l > 3) b->hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
+    // Element e = 128 * half + 32 * k + i: qs[32 * half + i], bits 2k.
+    const int half = e / 128, k = (e % 128) / 32, i = e % 32;
+    b->qs[32 * half + i] |= static_cast<uint8_t>((l & 3) << (2 * k));
+  }
+}
+
+void dequantize_block(const BlockQ3_K& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  int8_t sc[16];
+  get_scales_q3_k(b, sc);
+  for (int e = 0; e < kQK_K; ++e) {
+    const int half = e / 128, k = (e % 128) / 32, i = e % 32;
+    const int low = (b.qs[32 * half + i] >> (2 * k)) & 3;
+    const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
+    dst[e] = d * static_cast<float>(sc[e / 16]) * static_cast<float>(low + 4 * high - 4);
+  }
+}
+
+void quantize_block(const float* src, const float* w, BlockQ3_K* b) {
+  float scales[16];
+  float amax = 0, max_scale = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_symmetric(src + 16 * j, w ? w + 16 * j : nullptr, 16, -4, 3);
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  std::memset(b, 0, sizeof(*b));
+  int levels[kQK_K];
+  int8_t sc[16] = {};
+  if (amax == 0) {
+    for (int& l : levels) l = 4;
+    set_scales_q3_k(b, sc);
+    set_levels(b, levels);
+    return;
+  }
+  const float iscale = -32.0f / max_scale;
+  b->d = fp32_to_fp16(1 / iscale);
+  const float d = fp16_to_fp32(b->d);
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = static_cast<int8_t>(clamp_round(iscale * scales[j], -32, 31));
+    const float dj = d * static_cast<float>(sc[j]);
+    for (int i = 0; i < 16; ++i) levels[16 * j + i] = (dj != 0 ? clamp_round(src[16 * j + i] / dj, -4, 3) : 0) + 4;
+  }
+  set_scales_q3_k(b, sc);
+  set_levels(b, levels);
+}
+
+void q3_k_to_q6_k(const BlockQ3_K& b, BlockQ6_K* out) {
+  int8_t sc[16];
+  get_scales_q3_k(b, sc);
+  int levels[kQK_K];
+  for (int e = 0; e < kQK_K; ++e) {
+    const int half = e / 128, k = (e % 128) / 32, i = e % 32;
+    const int low = (b.qs[32 * half + i] >> (2 * k)) & 3;
+    const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
+    levels[e] = low + 4 * high - 4 + 32;
+  }
+  std::memset(out, 0, sizeof(*out));
+  out->d = b.d;
+  std::memcpy(out->scales, sc, sizeof(sc));
+  set_levels(out, levels);
+}
+
+void dequantize_block(const BlockIQ4_NL& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  for (int j = 0; j < kQK4_NL / 2; ++j) {
+    dst[j] = d * static_cast<float>(kIq4nlValues[b.qs[j] & 0xF]);
+    dst[j + kQK4_NL / 2] = d * static_cast<float>(kIq4nlValues[b.qs[j] >> 4]);
+  }
+}
+
+void quantize_block(const float* src, const float* w, BlockIQ4_NL* b) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < kQK4_NL; ++j)
+    if (std::fabs(src[j]) > amax) {
+      amax = std::fabs(src[j]);
+      max = src[j];
+    }
+  int q[kQK4_NL];
+  std::memset(b, 0, sizeof(*b));
+  if (amax == 0) {
+    for (int j = 0; j < kQK4_NL / 2; ++j) b->qs[j] = 0x88;  // value 1 * d, d = 0
+    return;
+  }
+  // Candidates map max near the table's ends; each refined by weighted
+  // least squares for its levels.
+  float best_d = max / -127.0f;
+  double best = -1;
+  for (int k = -10; k <= 10; ++k) {
+    const float id = (-127.0f + 1.0f * static_cast<float>(k)) / max;
+    double sxl = 0, sll = 0;
+    for (int j = 0; j < kQK4_NL; ++j) {
+      const float l = kIq4nlValues[nearest_iq4nl(id * src[j])];
+      sxl += static_cast<double>(wt(w, j)) * src[j] * l;
+      sll += static_cast<double>(wt(w, j)) * l * l;
+    }
+    if (sll <= 0) continue;
+    const double score = sxl * sxl / sll;
+    if (score > best) {
+      best = score;
+      best_d = static_cast<float>(sxl / sll);
+    }
+  }
+  b->d = fp32_to_fp16(best_d);
+  const float d = fp16_to_fp32(b->d);
+  const float id = d != 0 ? 1 / d : 0;
+  for (int j = 0; j < kQK4_NL; ++j) q[j] = nearest_iq4nl(src[j] * id);
+  for (int j = 0; j < kQK4_NL / 2; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | (q[j + kQK4_NL / 2] << 4));
+}
+
+void iq4_nl_to_q8_0(const BlockIQ4_NL& b, BlockQ8_0* out) {
+  out->d = b.d;
+  for (int j = 0; j < kQK4_NL / 2; ++j) {
+    out->qs[j] = kIq4nlValues[b.qs[j] & 0xF];
+    out->qs[j + kQK4_NL / 2] = kIq4nlValues[b.qs[j] >> 4];
+  }
+}
+
+}  // namespace pagoda::ref

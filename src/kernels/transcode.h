@@ -1,0 +1,19 @@
+// Weight types the kernels compute with after a lossless re-encoding at
+// load time: Q3_K as Q6_K (same values, the packed Q6_K kernels; twice the
+// memory of the Q3_K file for those tensors) and IQ4_NL as Q8_0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/dtype.h"
+
+namespace pagoda::kernels {
+
+// The type `stored` is computed in, or nullopt when the kernels take it as is.
+std::optional<DType> compute_type(DType stored);
+
+// Re-encodes `rows` rows of n_in elements from `stored` into compute_type(stored).
+void transcode_rows(DType stored, const void* src, void* dst, int64_t n_in, int64_t rows);
+
+}  // namespace pagoda::kernels
