@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/fp16.h"
 #include "kernels/ref/blocks.h"
@@ -54,18 +55,48 @@ struct XSums {
   double sw = 0, sx = 0, sxx = 0;
 };
 
-// Weighted least-squares (s, m) for fixed integer levels L, and its error
+// The levels of one candidate, round((x - lo) * iscale) clamped to
+// [0, nmax], with their weighted sums sum w L, sum w L^2, sum w L x. The
+// eight independent partial sums let the compiler vectorize the loop
+// (n is a multiple of 8: the 32-element sub-blocks). w: n weights.
+struct LSums {
+  double sl = 0, sll = 0, slx = 0;
+};
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The one hot loop of the K-quant search: built twice, picked at load time
+// (an ifunc), so AVX2 hosts run it 8 lanes wide.
+__attribute__((target_clones("avx2", "default")))
+#endif
+LSums level_sums(const float* x, const float* w, int n, int nmax, float lo, float iscale) {
+  constexpr int kLanes = 8;
+  float sl[kLanes] = {}, sll[kLanes] = {}, slx[kLanes] = {};
+  const float top = static_cast<float>(nmax);
+  for (int i = 0; i < n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      float v = (x[i + k] - lo) * iscale;
+      v = v > 0.0f ? v : 0.0f;  // NaN -> 0
+      v = v < top ? v : top;
+      const float l = static_cast<float>(static_cast<int>(v + 0.5f));
+      const float wl = w[i + k] * l;
+      sl[k] += wl;
+      sll[k] += wl * l;
+      slx[k] += wl * x[i + k];
+    }
+  LSums r;
+  for (int k = 0; k < kLanes; ++k) {
+    r.sl += sl[k];
+    r.sll += sll[k];
+    r.slx += slx[k];
+  }
+  return r;
+}
+
+// Weighted least-squares (s, m) for a candidate's levels, and its error
 // sum w (s L - m - x)^2 in closed form from the sums (the levels as given,
 // not re-rounded: as llama.cpp's search). False if degenerate.
-bool solve_affine(const float* x, const float* w, const int* l, int n, const XSums& xs, float* s, float* m,
-                  float* err) {
-  double sl = 0, sll = 0, slx = 0;
-  for (int i = 0; i < n; ++i) {
-    const double wi = wt(w, i), li = l[i];
-    sl += wi * li;
-    sll += wi * li * li;
-    slx += wi * li * x[i];
-  }
+bool solve_affine(const LSums& ls, const XSums& xs, float* s, float* m, float* err) {
+  const double sl = ls.sl, sll = ls.sll, slx = ls.slx;
   const double det = xs.sw * sll - sl * sl;
   if (sll <= 0 || det <= 0) return false;
   double ss = (xs.sw * slx - sl * xs.sx) / det;
@@ -100,22 +131,15 @@ AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
   }
   best.s = (mx - mn) / static_cast<float>(nmax);
   best.err = affine_error(x, w, n, nmax, best.s, best.m);
-  int l[kSubK4];
-  auto try_levels = [&] {
+  float ones[kSubK4];
+  if (!w) std::fill(ones, ones + n, 1.0f);
+  auto try_levels = [&](float lo, float iscale) {
     float fs, fm, err;
-    if (!solve_affine(x, w, l, n, xs, &fs, &fm, &err)) return;
+    if (!solve_affine(level_sums(x, w ? w : ones, n, nmax, lo, iscale), xs, &fs, &fm, &err)) return;
     if (err < best.err) best = {fs, fm, err};
   };
-  for (int k = -8; k <= 8; ++k) {
-    const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / (mx - mn);
-    for (int i = 0; i < n; ++i) l[i] = round_clamped(iscale * (x[i] - mn), 0, nmax);
-    try_levels();
-  }
-  for (int iter = 0; iter < 3; ++iter) {  // Lloyd-style refinement
-    const float is = 1.0f / best.s;
-    for (int i = 0; i < n; ++i) l[i] = round_clamped((x[i] + best.m) * is, 0, nmax);
-    try_levels();
-  }
+  for (int k = -8; k <= 8; ++k) try_levels(mn, (static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / (mx - mn));
+  for (int iter = 0; iter < 3; ++iter) try_levels(-best.m, 1.0f / best.s);  // Lloyd-style refinement
   return best;
 }
 
@@ -144,9 +168,10 @@ void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* s
   for (int j = 0; j < 8; ++j) {
     const float d1 = d * sc[j];
     const float m1 = dmin * m[j];
+    const float id1 = d1 > 0 ? 1.0f / d1 : 0.0f;
     for (int i = 0; i < kSubK4; ++i) {
       const int e = j * kSubK4 + i;
-      levels[e] = d1 > 0 ? round_clamped((src[e] + m1) / d1, 0, nmax) : 0;
+      levels[e] = round_clamped((src[e] + m1) * id1, 0, nmax);
     }
   }
 }
@@ -161,7 +186,36 @@ void encode_k4(const float* src, const float* w, int nmax, uint16_t* d, uint16_t
 }
 
 // Symmetric sub-block fit x ~= s * L, L in [-32, 31]. Returns s (any sign).
+// sum w x L and sum w L^2 for the levels L = round(iscale * x) clamped to
+// [-32, 31] of a 16-element sub-block; vectorized like level_sums.
+inline std::pair<double, double> symmetric6_sums(const float* x, const float* w, float iscale) {
+  constexpr int kLanes = 8;
+  float pxl[kLanes] = {}, pll[kLanes] = {};
+  for (int i = 0; i < kSubK6; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      float v = iscale * x[i + k] + 32.0f;  // level + 32, in [0, 63]
+      v = v > 0.0f ? v : 0.0f;
+      v = v < 63.0f ? v : 63.0f;
+      const float l = static_cast<float>(static_cast<int>(v + 0.5f)) - 32.0f;
+      const float wl = w[i + k] * l;
+      pxl[k] += wl * x[i + k];
+      pll[k] += wl * l;
+    }
+  double sxl = 0, sll = 0;
+  for (int k = 0; k < kLanes; ++k) {
+    sxl += pxl[k];
+    sll += pll[k];
+  }
+  return {sxl, sll};
+}
+
+// Built twice like level_sums (the candidate loop inlines symmetric6_sums).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 float fit_symmetric6(const float* x, const float* w) {
+  float ones[kSubK6];
+  if (!w) std::fill(ones, ones + kSubK6, 1.0f);
   float amax = 0, max = 0, sxx = 0;
   for (int i = 0; i < kSubK6; ++i) {
     sxx += wt(w, i) * x[i] * x[i];
@@ -171,27 +225,24 @@ float fit_symmetric6(const float* x, const float* w) {
     }
   }
   if (amax == 0) return 0;
-  float best_s = max / -32, best_err = sxx + 1;
+  const float best_s = max / -32;
+  double best_sxl = 0, best_sll = 0;
   // max maps to about -32 (the level with more room) or +31.
   for (int sign = -1; sign <= 1; sign += 2) {
     for (int k = -6; k <= 6; ++k) {
       const float top = sign < 0 ? 32.0f : 31.0f;
       const float iscale = static_cast<float>(sign) * (top + 0.15f * static_cast<float>(k)) / max;
-      double sxl = 0, sll = 0;
-      for (int i = 0; i < kSubK6; ++i) {
-        const int l = round_clamped(iscale * x[i], -32, 31);
-        sxl += static_cast<double>(wt(w, i)) * x[i] * l;
-        sll += static_cast<double>(wt(w, i)) * l * l;
-      }
+      const auto [sxl, sll] = symmetric6_sums(x, w ? w : ones, iscale);
       if (sll <= 0) continue;
-      const float err = static_cast<float>(sxx - sxl * sxl / sll);
-      if (err < best_err) {
-        best_err = err;
-        best_s = static_cast<float>(sxl / sll);
+      // The error is sxx - sxl^2 / sll: the largest sxl^2 / sll wins,
+      // compared without dividing.
+      if (best_sll == 0 || sxl * sxl * best_sll > best_sxl * best_sxl * sll) {
+        best_sxl = sxl;
+        best_sll = sll;
       }
     }
   }
-  return best_s;
+  return best_sll > 0 ? static_cast<float>(best_sxl / best_sll) : best_s;
 }
 
 }  // namespace
@@ -329,9 +380,10 @@ void quantize_block(const float* src, const float* w, BlockQ6_K* b) {
   for (int j = 0; j < kQK_K / kSubK6; ++j) {
     b->scales[j] = static_cast<int8_t>(round_clamped(iscale * scales[j], -128, 127));
     const float dj = d * b->scales[j];
+    const float idj = dj != 0 ? 1.0f / dj : 0.0f;
     for (int i = 0; i < kSubK6; ++i) {
       const int e = j * kSubK6 + i;
-      levels[e] = (dj != 0 ? round_clamped(src[e] / dj, -32, 31) : 0) + 32;
+      levels[e] = round_clamped(src[e] * idj, -32, 31) + 32;
     }
   }
   set_levels(b, levels);
