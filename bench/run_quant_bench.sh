@@ -28,11 +28,11 @@ open(f"{out}/calib.txt", "w").write("\n\n".join(take))
 PY
 ppl() {  # model -> "ppl kl top1"
   "$bin" perplexity -m "$1" -f "$out/eval.txt" --chunks "$chunks" --kl-divergence "$out/base.logp" --json 2>/dev/null |
-    python3 -c 'import json,sys; j=json.load(sys.stdin); print(f"{j[\"perplexity\"]:.4f} {j[\"kl_divergence\"]:.6f} {100*j[\"top1_agreement\"]:.2f}")'
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.4f %.6f %.2f" % (j["perplexity"], j["kl_divergence"], 100*j["top1_agreement"]))'
 }
 "$bin" perplexity -m "$model" -f "$out/eval.txt" --chunks "$chunks" --save-logits "$out/base.logp" --json \
   > "$out/base.json" 2>/dev/null
-base=$(python3 -c 'import json,sys; print(f"{json.load(open(sys.argv[1]))[\"perplexity\"]:.4f}")' "$out/base.json")
+base=$(python3 -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))["perplexity"])' "$out/base.json")
 "$bin" imatrix -m "$model" -f "$out/calib.txt" -o "$out/imatrix.gguf" > /dev/null
 echo "| type | method | size MiB | quantize s | perplexity | KL | top-1 % | share of RTN's ppl increase left |"
 echo "|---|---|---|---|---|---|---|---|"

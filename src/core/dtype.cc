@@ -16,7 +16,7 @@ constexpr DTypeInfo kInfos[] = {
     {DType::kI8, "i8", 1, 1, false},          {DType::kI16, "i16", 1, 2, false},
     {DType::kI32, "i32", 1, 4, false},        {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},        {DType::kBF16, "bf16", 1, 2, true},
-    {DType::kIQ4_NL, "iq4_nl", 32, 18, true},
+    {DType::kIQ4_NL, "iq4_nl", 32, 18, true}, {DType::kIQ4_XS, "iq4_xs", 256, 136, true},
 };
 
 }  // namespace

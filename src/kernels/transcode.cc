@@ -21,12 +21,16 @@ void convert_blocks(const void* src, void* dst, int64_t num_blocks) {
   }
 }
 
+// One IQ4_XS super-block becomes eight Q8_0 blocks.
+void xs_to_q8(const ref::BlockIQ4_XS& b, ref::BlockQ8_0 (*out)[8]) { ref::iq4_xs_to_q8_0(b, *out); }
+
 }  // namespace
 
 std::optional<DType> compute_type(DType stored) {
   switch (stored) {
     case DType::kQ3_K: return DType::kQ6_K;
-    case DType::kIQ4_NL: return DType::kQ8_0;
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: return DType::kQ8_0;
     default: return std::nullopt;
   }
 }
@@ -39,6 +43,7 @@ void transcode_rows(DType stored, const void* src, void* dst, int64_t n_in, int6
     case DType::kIQ4_NL:
       convert_blocks<ref::BlockIQ4_NL, ref::BlockQ8_0, ref::iq4_nl_to_q8_0>(src, dst, blocks);
       return;
+    case DType::kIQ4_XS: convert_blocks<ref::BlockIQ4_XS, ref::BlockQ8_0[8], xs_to_q8>(src, dst, blocks); return;
     default: PAGODA_CHECK(false && "transcode_rows: no re-encoding for this type");
   }
 }

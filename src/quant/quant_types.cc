@@ -27,11 +27,11 @@ constexpr std::array kMixes = {
     MixRow{"Q5_K_S", 16, DType::kQ5_K, V::kSmall},   MixRow{"Q5_K_M", 17, DType::kQ5_K, V::kMedium},
     MixRow{"Q6_K", 18, DType::kQ6_K, V::kPlain},     MixRow{"Q3_K_S", 11, DType::kQ3_K, V::kSmall},
     MixRow{"Q3_K_M", 12, DType::kQ3_K, V::kMedium},  MixRow{"Q3_K_L", 13, DType::kQ3_K, V::kLarge},
-    MixRow{"IQ4_NL", 25, DType::kIQ4_NL, V::kPlain},
+    MixRow{"IQ4_NL", 25, DType::kIQ4_NL, V::kPlain}, MixRow{"IQ4_XS", 30, DType::kIQ4_XS, V::kPlain},
 };
 
 // Known to llama.cpp, without kernels here yet.
-constexpr std::array<std::string_view, 7> kNotYet = {"Q2_K", "Q2_K_S", "IQ4_XS", "IQ3_M", "IQ3_XXS", "IQ2_XS", "TQ1_0"};
+constexpr std::array<std::string_view, 6> kNotYet = {"Q2_K", "Q2_K_S", "IQ3_M", "IQ3_XXS", "IQ2_XS", "TQ1_0"};
 
 std::string upper(std::string_view s) {
   std::string u(s);
@@ -57,7 +57,8 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 
 DType fallback(DType t) {
   switch (t) {
-    case DType::kQ3_K: return DType::kIQ4_NL;
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: return DType::kIQ4_NL;
     case DType::kQ4_K: return DType::kQ5_0;
     case DType::kQ5_K: return DType::kQ5_1;
     case DType::kQ6_K: return DType::kQ8_0;
@@ -112,7 +113,7 @@ DType tensor_type(const QuantMix& mix, const ModelShape& shape, std::string_view
     } else if (contains(name, "attn_v.weight")) {
       if (m == "Q3_K_M") t = layer < 2 ? DType::kQ5_K : DType::kQ4_K;
       if (m == "Q3_K_L") t = DType::kQ5_K;
-      if (m == "IQ4_NL" && shape.gqa >= 4) t = DType::kQ5_K;
+      if ((m == "IQ4_NL" || m == "IQ4_XS") && shape.gqa >= 4) t = DType::kQ5_K;
       if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(layer, n)) t = DType::kQ6_K;
       if (m == "Q4_K_S" && layer < 4) t = DType::kQ5_K;
       if (shape.num_experts == 8) t = DType::kQ8_0;
@@ -125,7 +126,7 @@ DType tensor_type(const QuantMix& mix, const ModelShape& shape, std::string_view
     } else if (contains(name, "ffn_down")) {
       if (m == "Q3_K_M") t = layer < n / 16 ? DType::kQ5_K : DType::kQ4_K;
       if (m == "Q3_K_L") t = DType::kQ5_K;
-      if (m == "IQ4_NL" && layer < n / 8 && !shape.has_imatrix) t = DType::kQ5_K;
+      if ((m == "IQ4_NL" || m == "IQ4_XS") && layer < n / 8 && !shape.has_imatrix) t = DType::kQ5_K;
       if (m == "Q4_K_M" && use_more_bits(layer, n)) t = DType::kQ6_K;
       if (m == "Q5_K_M" && use_more_bits(layer, n)) t = DType::kQ6_K;
       if (m == "Q4_K_S" && layer < n / 8) t = DType::kQ5_K;

@@ -28,7 +28,7 @@ std::vector<std::string> model_preset_names();
 // 1e6 for the Qwen and Gemma families.
 Status set_model_arch(ModelConfig* config, std::string_view arch);
 // The dtypes make-model accepts: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k
-// q5_k q6_k q3_k iq4_nl (case-insensitive).
+// q5_k q6_k q3_k iq4_nl iq4_xs (case-insensitive).
 Result<DType> make_model_dtype(std::string_view name);
 // llama.cpp's LLAMA_FTYPE for a model whose weights are mostly `t`.
 uint32_t llama_file_type(DType t);

@@ -3,6 +3,7 @@
 // Q8_0) the run-time kernels compute with.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -45,12 +46,13 @@ TEST(LowBitTypes, RoundTripErrorBounds) {
   EXPECT_LT(e3, 0.22);
   EXPECT_LT(e4, 0.12);
   EXPECT_LT(e4, rel_rms_error(DType::kQ4_0, x));  // IQ4_NL's non-linear grid beats Q4_0 on Gaussians
+  EXPECT_LT(rel_rms_error(DType::kIQ4_XS, x), 0.12);
   EXPECT_GT(e3, rel_rms_error(DType::kQ4_K, x));  // fewer bits, more error
   // Awkward values: zeros, a constant, huge outliers, NaN-free output.
   std::vector<float> odd(256, 0.0f);
   odd[3] = 1e4f;
   odd[200] = -3.0f;
-  for (DType t : {DType::kQ3_K, DType::kIQ4_NL}) {
+  for (DType t : {DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
     std::vector<uint8_t> q(dtype_row_bytes(t, 256));
     std::vector<float> y(256);
     ref::quantize_row(t, odd.data(), q.data(), 256);
@@ -98,6 +100,30 @@ TEST(LowBitTypes, TranscodingIsLossless) {
     }
   }
   EXPECT_FALSE(kernels::compute_type(DType::kQ4_K).has_value());
+}
+
+// IQ4_XS as Q8_0: the same table values, each 32-block's scale rounded to
+// fp16 once: every element within 2^-11 of its block's largest value.
+TEST(LowBitTypes, Iq4XsTranscodingWithinTheScaleRounding) {
+  const std::vector<float> x = gaussian(256 * 8, 4);
+  const int64_t n = 256 * 8;
+  std::vector<uint8_t> q(dtype_row_bytes(DType::kIQ4_XS, n)), c(dtype_row_bytes(DType::kQ8_0, n));
+  ref::quantize_row(DType::kIQ4_XS, x.data(), q.data(), n);
+  ASSERT_EQ(kernels::compute_type(DType::kIQ4_XS), DType::kQ8_0);
+  kernels::transcode_rows(DType::kIQ4_XS, q.data(), c.data(), n, 1);
+  std::vector<float> a(n), b(n);
+  ref::dequantize_row(DType::kIQ4_XS, q.data(), a.data(), n);
+  ref::dequantize_row(DType::kQ8_0, c.data(), b.data(), n);
+  int exact = 0;
+  for (int64_t blk = 0; blk < n / 32; ++blk) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(a[blk * 32 + j]));
+    for (int j = 0; j < 32; ++j) {
+      ASSERT_LE(std::fabs(a[blk * 32 + j] - b[blk * 32 + j]), amax * 0x1p-11f) << blk << " " << j;
+      exact += a[blk * 32 + j] == b[blk * 32 + j];
+    }
+  }
+  EXPECT_GT(exact, 0);
 }
 
 }  // namespace

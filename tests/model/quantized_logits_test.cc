@@ -174,7 +174,7 @@ TEST_P(QuantizedLogits, MatchesF32ForwardOverDequantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedLogits,
                          ::testing::Values(DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_0,
                                            DType::kQ5_1, DType::kQ5_K, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
-                                           DType::kQ3_K, DType::kIQ4_NL),
+                                           DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -70,6 +70,7 @@ TEST(WeightedQuantization, LowersTheImportanceWeightedError) {
   std::exponential_distribution<float> heavy(1.0f);
   std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
   types.push_back(DType::kIQ4_NL);  // no linear grid, but importance-weighted rounding
+  types.push_back(DType::kIQ4_XS);
   for (DType t : types) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     double plain = 0, weighted = 0;

@@ -103,6 +103,8 @@ TEST(QuantTypes, OtherMixes) {
   EXPECT_EQ(tensor_type(mix("IQ4_NL"), s32, blk(9, "ffn_up"), 2048), DType::kIQ4_NL);
   EXPECT_EQ(tensor_type(mix("IQ4_NL"), s32, blk(1, "ffn_down"), 2048), DType::kQ5_K);
   EXPECT_EQ(tensor_type(mix("IQ4_NL"), s32, "output.weight", 2048), DType::kQ6_K);
+  EXPECT_EQ(tensor_type(mix("IQ4_XS"), s32, blk(9, "ffn_up"), 2048), DType::kIQ4_XS);
+  EXPECT_EQ(tensor_type(mix("IQ4_XS"), s32, blk(9, "ffn_up"), 640), DType::kIQ4_NL);
   // Eight experts: attn_v and attn_k get Q8_0.
   s.num_experts = 8;
   EXPECT_EQ(tensor_type(mix("Q4_K_M"), s, blk(9, "attn_k"), 2048), DType::kQ8_0);

@@ -83,11 +83,21 @@ struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[kQK4_NL / 2];
 };
+// IQ4_NL's values in 256-element super-blocks: 8 sub-blocks of 32 with
+// 6-bit scales (low nibbles in scales_l, high 2 bits in scales_h):
+// x = d * (scale - 32) * kIq4nlValues[q].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
@@ -115,6 +125,7 @@ PAGODA_BLOCK_TRAITS(BlockQ5_K, kQ5_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ6_K, kQ6_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ3_K, kQ3_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockIQ4_NL, kIQ4_NL, kQK4_NL);
+PAGODA_BLOCK_TRAITS(BlockIQ4_XS, kIQ4_XS, kQK_K);
 #undef PAGODA_BLOCK_TRAITS
 
 // Sub-block j (0..7) of a Q4_K/Q5_K scales array: 6-bit scale and min.
@@ -142,6 +153,7 @@ void dequantize_block(const BlockQ5_K& b, float* dst);
 void dequantize_block(const BlockQ6_K& b, float* dst);
 void dequantize_block(const BlockQ3_K& b, float* dst);
 void dequantize_block(const BlockIQ4_NL& b, float* dst);
+void dequantize_block(const BlockIQ4_XS& b, float* dst);
 
 // w: per-element importance weights of the squared error, or null. Without
 // weights the 32-blocks follow GGML's *_ref quantizers byte for byte; with
@@ -157,6 +169,7 @@ void quantize_block(const float* src, const float* w, BlockQ5_K* b);
 void quantize_block(const float* src, const float* w, BlockQ6_K* b);
 void quantize_block(const float* src, const float* w, BlockQ3_K* b);
 void quantize_block(const float* src, const float* w, BlockIQ4_NL* b);
+void quantize_block(const float* src, const float* w, BlockIQ4_XS* b);
 
 // Writes a block's integer levels, keeping its scales: the stored unsigned
 // values, 0..15 (Q4_0, Q4_1, Q4_K), 0..31 (Q5_0, Q5_1, Q5_K), 0..63 (Q6_K),
@@ -180,5 +193,8 @@ void set_scales_q3_k(BlockQ3_K* b, const int8_t* scales);
 // IQ4_NL's exactly Q8_0 values (q8 = the table value, same d).
 void q3_k_to_q6_k(const BlockQ3_K& b, BlockQ6_K* out);
 void iq4_nl_to_q8_0(const BlockIQ4_NL& b, BlockQ8_0* out);
+// IQ4_XS as 8 Q8_0 blocks: exact values except each sub-block's scale
+// d * (scale - 32), rounded to fp16 (relative error <= 2^-11).
+void iq4_xs_to_q8_0(const BlockIQ4_XS& b, BlockQ8_0* out);
 
 }  // namespace pagoda::ref

@@ -167,29 +167,26 @@ void dequantize_block(const BlockIQ4_NL& b, float* dst) {
   }
 }
 
-void quantize_block(const float* src, const float* w, BlockIQ4_NL* b) {
+namespace {
+
+// The scale of a 32-group on IQ4_NL's grid: candidates map max near the
+// table's ends, each refined by weighted least squares for its levels.
+float fit_iq4nl(const float* x, const float* w) {
   float amax = 0, max = 0;
-  for (int j = 0; j < kQK4_NL; ++j)
-    if (std::fabs(src[j]) > amax) {
-      amax = std::fabs(src[j]);
-      max = src[j];
+  for (int j = 0; j < 32; ++j)
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
     }
-  int q[kQK4_NL];
-  std::memset(b, 0, sizeof(*b));
-  if (amax == 0) {
-    for (int j = 0; j < kQK4_NL / 2; ++j) b->qs[j] = 0x88;  // value 1 * d, d = 0
-    return;
-  }
-  // Candidates map max near the table's ends; each refined by weighted
-  // least squares for its levels.
+  if (amax == 0) return 0;
   float best_d = max / -127.0f;
   double best = -1;
   for (int k = -10; k <= 10; ++k) {
     const float id = (-127.0f + 1.0f * static_cast<float>(k)) / max;
     double sxl = 0, sll = 0;
-    for (int j = 0; j < kQK4_NL; ++j) {
-      const float l = kIq4nlValues[nearest_iq4nl(id * src[j])];
-      sxl += static_cast<double>(wt(w, j)) * src[j] * l;
+    for (int j = 0; j < 32; ++j) {
+      const float l = kIq4nlValues[nearest_iq4nl(id * x[j])];
+      sxl += static_cast<double>(wt(w, j)) * x[j] * l;
       sll += static_cast<double>(wt(w, j)) * l * l;
     }
     if (sll <= 0) continue;
@@ -199,11 +196,71 @@ void quantize_block(const float* src, const float* w, BlockIQ4_NL* b) {
       best_d = static_cast<float>(sxl / sll);
     }
   }
-  b->d = fp32_to_fp16(best_d);
-  const float d = fp16_to_fp32(b->d);
+  return best_d;
+}
+
+// 32 elements' nibbles for scale d (element j low nibble of qs[j], j + 16 high).
+void pack_iq4nl(const float* x, float d, uint8_t* qs) {
   const float id = d != 0 ? 1 / d : 0;
-  for (int j = 0; j < kQK4_NL; ++j) q[j] = nearest_iq4nl(src[j] * id);
-  for (int j = 0; j < kQK4_NL / 2; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | (q[j + kQK4_NL / 2] << 4));
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = nearest_iq4nl(x[j] * id);
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+}  // namespace
+
+void quantize_block(const float* src, const float* w, BlockIQ4_NL* b) {
+  b->d = fp32_to_fp16(fit_iq4nl(src, w));
+  pack_iq4nl(src, fp16_to_fp32(b->d), b->qs);
+}
+
+void dequantize_block(const BlockIQ4_XS& b, float* dst) {
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    const uint8_t* qs = b.qs + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      dst[32 * ib + j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
+      dst[32 * ib + j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+    }
+  }
+}
+
+void quantize_block(const float* src, const float* w, BlockIQ4_XS* b) {
+  float scales[8];
+  float amax = 0, max_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    scales[ib] = fit_iq4nl(src + 32 * ib, w ? w + 32 * ib : nullptr);
+    if (std::fabs(scales[ib]) > amax) {
+      amax = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  std::memset(b, 0, sizeof(*b));
+  // d * (ls - 32), ls in [0, 63]: the largest scale maps to -32.
+  const float d = amax > 0 ? max_scale / -32.0f : 0.0f;
+  b->d = fp32_to_fp16(d);
+  const float dh = fp16_to_fp32(b->d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = dh != 0 ? clamp_round(scales[ib] / dh, -32, 31) + 32 : 32;
+    b->scales_l[ib / 2] |= static_cast<uint8_t>((ls & 0xF) << (4 * (ib % 2)));
+    b->scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * ib));
+    pack_iq4nl(src + 32 * ib, dh * static_cast<float>(ls - 32), b->qs + 16 * ib);
+  }
+}
+
+void iq4_xs_to_q8_0(const BlockIQ4_XS& b, BlockQ8_0* out) {
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+    out[ib].d = fp32_to_fp16(d * static_cast<float>(ls - 32));
+    const uint8_t* qs = b.qs + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      out[ib].qs[j] = kIq4nlValues[qs[j] & 0xF];
+      out[ib].qs[j + 16] = kIq4nlValues[qs[j] >> 4];
+    }
+  }
 }
 
 void iq4_nl_to_q8_0(const BlockIQ4_NL& b, BlockQ8_0* out) {
