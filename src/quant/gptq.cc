@@ -20,7 +20,7 @@ bool cholesky_lower(std::vector<double>& a, int64_t n, ThreadPool& pool) {
     if (!(d > 0)) return false;
     const double ljj = std::sqrt(d);
     a[j * n + j] = ljj;
-    pool.parallel_for(n - j - 1, [&](int64_t i0, int64_t i1) {
+    auto column = [&](int64_t i0, int64_t i1) {
       for (int64_t i = j + 1 + i0; i < j + 1 + i1; ++i) {
         double s = a[i * n + j];
         const double* ai = &a[i * n];
@@ -28,7 +28,13 @@ bool cholesky_lower(std::vector<double>& a, int64_t n, ThreadPool& pool) {
         for (int64_t k = 0; k < j; ++k) s -= ai[k] * aj[k];
         a[i * n + j] = s / ljj;
       }
-    });
+    };
+    // One column is (n - j) dots of length j: hand it to the pool only when
+    // that outweighs waking the threads.
+    if ((n - j) * j >= (int64_t{1} << 16))
+      pool.parallel_for(n - j - 1, column);
+    else
+      column(0, n - j - 1);
   }
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = 0;
