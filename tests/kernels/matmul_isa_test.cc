@@ -27,6 +27,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kernels/ref/quant_ref.h"
+#include "kernels/transcode.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -60,6 +61,17 @@ Problem make_problem(DType type, Shape s, uint32_t seed) {
     for (auto& v : row) v = nd(rng) * 0.05f;
     ref::quantize_row(type, row.data(), p.w.data() + r * rb, s.n_in);
     ref::dequantize_row(type, p.w.data() + r * rb, p.w_deq.data() + r * s.n_in, s.n_in);
+  }
+  // Types the model re-encodes at load (Q3_K, IQ4_NL, IQ4_XS) run as their
+  // compute type, exactly as LlamaModel hands them to matmul.
+  if (const auto to = compute_type(type)) {
+    std::vector<uint8_t> c(dtype_row_bytes(*to, s.n_in) * s.n_out);
+    transcode_rows(type, p.w.data(), c.data(), s.n_in, s.n_out);
+    p.w = std::move(c);
+    p.type = *to;
+    for (int64_t r = 0; r < s.n_out; ++r)
+      ref::dequantize_row(p.type, p.w.data() + r * dtype_row_bytes(p.type, s.n_in), p.w_deq.data() + r * s.n_in,
+                          s.n_in);
   }
   p.x.assign(p.x_stride * s.n_tokens, 1e30f);  // poison the padding
   for (int64_t t = 0; t < s.n_tokens; ++t)
@@ -175,11 +187,11 @@ TEST_P(MatmulIsaTest, EveryIsaMatchesReference) {
       Worst vs_ref, vs_scalar;
       for (int64_t t = 0; t < s.n_tokens; ++t) {
         for (int64_t r = 0; r < s.n_out; ++r) {
-          const double want =
-              ref::vec_dot(type, p.w.data() + r * dtype_row_bytes(type, s.n_in), p.x.data() + t * p.x_stride, s.n_in);
+          const double want = ref::vec_dot(p.type, p.w.data() + r * dtype_row_bytes(p.type, s.n_in),
+                                           p.x.data() + t * p.x_stride, s.n_in);
           const double got = y[t * y_stride + r];
           vs_ref.add(got, want, ref_tolerance(p, t, r), t, r);
-          if (!is_float(type)) vs_scalar.add(got, y_scalar[t * y_stride + r], same_algo_tolerance(p, t, r), t, r);
+          if (!is_float(p.type)) vs_scalar.add(got, y_scalar[t * y_stride + r], same_algo_tolerance(p, t, r), t, r);
         }
         for (int64_t r = s.n_out; r < y_stride; ++r) ASSERT_EQ(y[t * y_stride + r], -12345.0f) << "padding written";
       }
@@ -196,7 +208,7 @@ TEST_P(MatmulIsaTest, EveryIsaMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulIsaTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
-                                           DType::kQ6_K),
+                                           DType::kQ6_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Random awkward shapes (any number of blocks, row counts that are not
