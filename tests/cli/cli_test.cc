@@ -355,9 +355,9 @@ TEST(Cli, QuantizeImatrixGptqAwqAndKlDivergence) {
   EXPECT_EQ(json_number(r.out, "top1_agreement"), 1.0);
   r = run("imatrix -m " + kBundled + " -f " + kHeldout + " -c 128 -o " + im + " -t 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string variants[] = {"q4_k_m --imatrix " + im,
-                                  "q4_0 --method gptq --calib " + kHeldout + " --calib-ctx 128 --calib-chunks 6",
-                                  "q4_0 --method awq --calib " + kHeldout + " --calib-ctx 128 --calib-chunks 6"};
+  const std::string variants[] = {
+      "q4_k_m --imatrix " + im, "q4_0 --method gptq --calib " + kHeldout + " --calib-ctx 128 --calib-chunks 3",
+      "q4_0 --method awq --calib " + kHeldout + " --calib-ctx 128 --calib-chunks 3 --awq-grid 5"};
   for (const std::string& v : variants) {
     const std::string q = (dir / "q.gguf").string();
     r = run("quantize " + kBundled + " " + q + " " + v + " -t 2");
