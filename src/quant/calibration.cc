@@ -28,8 +28,6 @@ Result<std::vector<std::vector<int32_t>>> calibration_windows(const Tokenizer& t
 
 Status run_calibration(std::unique_ptr<LlamaModel> model, const std::vector<std::vector<int32_t>>& windows,
                        LinearObserver observer, const CalibrationRun& run) {
-  int64_t total = 0;
-  for (const auto& w : windows) total += static_cast<int64_t>(w.size());
   RunnerConfig rc;
   rc.num_threads = run.threads;
   rc.repack = false;

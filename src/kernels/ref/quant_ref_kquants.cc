@@ -56,9 +56,9 @@ struct XSums {
 };
 
 // The levels of one candidate, round((x - lo) * iscale) clamped to
-// [0, nmax], with their weighted sums sum w L, sum w L^2, sum w L x. The
-// eight independent partial sums let the compiler vectorize the loop
-// (n is a multiple of 8: the 32-element sub-blocks). w: n weights.
+// [0, nmax], with their weighted sums sum w L, sum w L^2, sum w L x, in
+// 8-lane vectors (GCC/clang vector types; n is a multiple of 8: the
+// 32-element sub-blocks). w: n weights.
 struct LSums {
   double sl = 0, sll = 0, slx = 0;
 };
@@ -69,22 +69,25 @@ struct LSums {
 __attribute__((target_clones("avx2", "default")))
 #endif
 LSums level_sums(const float* x, const float* w, int n, int nmax, float lo, float iscale) {
-  constexpr int kLanes = 8;
-  float sl[kLanes] = {}, sll[kLanes] = {}, slx[kLanes] = {};
+  typedef float V8 __attribute__((vector_size(32)));
+  typedef int I8 __attribute__((vector_size(32)));
+  V8 sl = {}, sll = {}, slx = {};
   const float top = static_cast<float>(nmax);
-  for (int i = 0; i < n; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) {
-      float v = (x[i + k] - lo) * iscale;
-      v = v > 0.0f ? v : 0.0f;  // NaN -> 0
-      v = v < top ? v : top;
-      const float l = static_cast<float>(static_cast<int>(v + 0.5f));
-      const float wl = w[i + k] * l;
-      sl[k] += wl;
-      sll[k] += wl * l;
-      slx[k] += wl * x[i + k];
-    }
+  for (int i = 0; i < n; i += 8) {
+    V8 xv, wv;
+    std::memcpy(&xv, x + i, sizeof(xv));
+    std::memcpy(&wv, w + i, sizeof(wv));
+    V8 v = (xv - lo) * iscale;
+    v = v > 0.0f ? v : 0.0f;  // NaN -> 0
+    v = v < top ? v : top;
+    const V8 l = __builtin_convertvector(__builtin_convertvector(v + 0.5f, I8), V8);
+    const V8 wl = wv * l;
+    sl += wl;
+    sll += wl * l;
+    slx += wl * xv;
+  }
   LSums r;
-  for (int k = 0; k < kLanes; ++k) {
+  for (int k = 0; k < 8; ++k) {
     r.sl += sl[k];
     r.sll += sll[k];
     r.slx += slx[k];
@@ -189,20 +192,25 @@ void encode_k4(const float* src, const float* w, int nmax, uint16_t* d, uint16_t
 // sum w x L and sum w L^2 for the levels L = round(iscale * x) clamped to
 // [-32, 31] of a 16-element sub-block; vectorized like level_sums.
 inline std::pair<double, double> symmetric6_sums(const float* x, const float* w, float iscale) {
-  constexpr int kLanes = 8;
-  float pxl[kLanes] = {}, pll[kLanes] = {};
-  for (int i = 0; i < kSubK6; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) {
-      float v = iscale * x[i + k] + 32.0f;  // level + 32, in [0, 63]
-      v = v > 0.0f ? v : 0.0f;
-      v = v < 63.0f ? v : 63.0f;
-      const float l = static_cast<float>(static_cast<int>(v + 0.5f)) - 32.0f;
-      const float wl = w[i + k] * l;
-      pxl[k] += wl * x[i + k];
-      pll[k] += wl * l;
-    }
+  // GCC/clang vector types: 8 lanes, two vectors per 16-element sub-block
+  // (SSE pairs on the baseline build, one ymm each in the AVX2 clone).
+  typedef float V8 __attribute__((vector_size(32)));
+  typedef int I8 __attribute__((vector_size(32)));
+  V8 pxl = {}, pll = {};
+  for (int i = 0; i < kSubK6; i += 8) {
+    V8 xv, wv;
+    std::memcpy(&xv, x + i, sizeof(xv));
+    std::memcpy(&wv, w + i, sizeof(wv));
+    V8 v = iscale * xv + 32.0f;  // level + 32, in [0, 63]
+    v = v > 0.0f ? v : 0.0f;     // NaN -> 0
+    v = v < 63.0f ? v : 63.0f;
+    const V8 l = __builtin_convertvector(__builtin_convertvector(v + 0.5f, I8), V8) - 32.0f;
+    const V8 wl = wv * l;
+    pxl += wl * xv;
+    pll += wl * l;
+  }
   double sxl = 0, sll = 0;
-  for (int k = 0; k < kLanes; ++k) {
+  for (int k = 0; k < 8; ++k) {
     sxl += pxl[k];
     sll += pll[k];
   }
@@ -216,9 +224,8 @@ __attribute__((target_clones("avx2", "default")))
 float fit_symmetric6(const float* x, const float* w) {
   float ones[kSubK6];
   if (!w) std::fill(ones, ones + kSubK6, 1.0f);
-  float amax = 0, max = 0, sxx = 0;
+  float amax = 0, max = 0;
   for (int i = 0; i < kSubK6; ++i) {
-    sxx += wt(w, i) * x[i] * x[i];
     if (std::fabs(x[i]) > amax) {
       amax = std::fabs(x[i]);
       max = x[i];
