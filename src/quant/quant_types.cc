@@ -8,26 +8,20 @@
 namespace pagoda::quant {
 namespace {
 
-using V = QuantMix::Variant;
-
 struct MixRow {
   std::string_view name;
   uint32_t ftype;
   DType base;
-  V variant;
 };
 
 // llama.cpp's LLAMA_FTYPE_* ids.
 constexpr std::array kMixes = {
-    MixRow{"F32", 0, DType::kF32, V::kPlain},        MixRow{"F16", 1, DType::kF16, V::kPlain},
-    MixRow{"BF16", 32, DType::kBF16, V::kPlain},     MixRow{"Q4_0", 2, DType::kQ4_0, V::kPlain},
-    MixRow{"Q4_1", 3, DType::kQ4_1, V::kPlain},      MixRow{"Q8_0", 7, DType::kQ8_0, V::kPlain},
-    MixRow{"Q5_0", 8, DType::kQ5_0, V::kPlain},      MixRow{"Q5_1", 9, DType::kQ5_1, V::kPlain},
-    MixRow{"Q4_K_S", 14, DType::kQ4_K, V::kSmall},   MixRow{"Q4_K_M", 15, DType::kQ4_K, V::kMedium},
-    MixRow{"Q5_K_S", 16, DType::kQ5_K, V::kSmall},   MixRow{"Q5_K_M", 17, DType::kQ5_K, V::kMedium},
-    MixRow{"Q6_K", 18, DType::kQ6_K, V::kPlain},     MixRow{"Q3_K_S", 11, DType::kQ3_K, V::kSmall},
-    MixRow{"Q3_K_M", 12, DType::kQ3_K, V::kMedium},  MixRow{"Q3_K_L", 13, DType::kQ3_K, V::kLarge},
-    MixRow{"IQ4_NL", 25, DType::kIQ4_NL, V::kPlain}, MixRow{"IQ4_XS", 30, DType::kIQ4_XS, V::kPlain},
+    MixRow{"F32", 0, DType::kF32},      MixRow{"F16", 1, DType::kF16},        MixRow{"BF16", 32, DType::kBF16},
+    MixRow{"Q4_0", 2, DType::kQ4_0},    MixRow{"Q4_1", 3, DType::kQ4_1},      MixRow{"Q8_0", 7, DType::kQ8_0},
+    MixRow{"Q5_0", 8, DType::kQ5_0},    MixRow{"Q5_1", 9, DType::kQ5_1},      MixRow{"Q4_K_S", 14, DType::kQ4_K},
+    MixRow{"Q4_K_M", 15, DType::kQ4_K}, MixRow{"Q5_K_S", 16, DType::kQ5_K},   MixRow{"Q5_K_M", 17, DType::kQ5_K},
+    MixRow{"Q6_K", 18, DType::kQ6_K},   MixRow{"Q3_K_S", 11, DType::kQ3_K},   MixRow{"Q3_K_M", 12, DType::kQ3_K},
+    MixRow{"Q3_K_L", 13, DType::kQ3_K}, MixRow{"IQ4_NL", 25, DType::kIQ4_NL}, MixRow{"IQ4_XS", 30, DType::kIQ4_XS},
 };
 
 // Known to llama.cpp, without kernels here yet.
@@ -74,7 +68,7 @@ Result<QuantMix> parse_quant_mix(std::string_view name) {
   if (u == "Q5_K") u = "Q5_K_M";
   if (u == "Q3_K") u = "Q3_K_M";
   for (const MixRow& r : kMixes)
-    if (r.name == u) return QuantMix{std::string(r.name), r.ftype, r.base, r.variant};
+    if (r.name == u) return QuantMix{std::string(r.name), r.ftype, r.base};
   if (std::find(kNotYet.begin(), kNotYet.end(), u) != kNotYet.end())
     return unimplemented("quantization type " + u +
                          " is not supported yet (no kernels for it); supported: " + quant_mix_names());

@@ -17,7 +17,6 @@ struct QuantMix {
   std::string name;  // upper case, as llama.cpp prints it: "Q4_K_M"
   uint32_t ftype;    // llama.cpp's LLAMA_FTYPE_* value, written as general.file_type
   DType base;        // the type of the matrices no rule changes
-  enum class Variant { kPlain, kSmall, kMedium, kLarge } variant = Variant::kPlain;  // _S / _M / _L of the K-quants
 };
 
 // "q4_k_m", "Q4_K_M", "q8_0", "f16", "q4_k" (= Q4_K_M, as llama-quantize), ...

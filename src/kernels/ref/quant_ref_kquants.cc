@@ -11,24 +11,13 @@
 
 #include "core/fp16.h"
 #include "kernels/ref/blocks.h"
+#include "kernels/ref/scale_search.h"
 
 namespace pagoda::ref {
 namespace {
 
 constexpr int kSubK4 = 32;  // Q4_K/Q5_K sub-block
 constexpr int kSubK6 = 16;  // Q6_K sub-block
-
-// Nearest integer in [lo, hi] (halves away from zero, as std::round; NaN
-// gives lo). Written without libm calls: on the baseline x86-64 build
-// std::round is a function call, and this runs for every element and every
-// candidate scale of the K-quant search.
-int round_clamped(float v, int lo, int hi) {
-  const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
-  float c = v > flo ? v : flo;  // also NaN -> lo
-  c = c < fhi ? c : fhi;
-  // c - lo is in [0, hi - lo]: truncating c - lo + 0.5 rounds half up.
-  return lo + static_cast<int>(c - flo + 0.5f);
-}
 
 // Affine sub-block fit x ~= s * L - m with L in [0, nmax], s >= 0, m >= 0
 // (GGML's K-quant min is subtracted and non-negative). Returns squared error.
@@ -43,7 +32,7 @@ float affine_error(const float* x, const float* w, int n, int nmax, float s, flo
   float err = 0;
   const float is = s > 0 ? 1.0f / s : 0.0f;
   for (int i = 0; i < n; ++i) {
-    const int l = round_clamped((x[i] + m) * is, 0, nmax);
+    const int l = clamp_round((x[i] + m) * is, 0, nmax);
     const float e = s * static_cast<float>(l) - m - x[i];
     err += wt(w, i) * e * e;
   }
@@ -158,8 +147,8 @@ void quantize_scales_k4(const AffineFit* fits, uint16_t* d_out, uint16_t* dmin_o
   const float d = fp16_to_fp32(*d_out);
   const float dmin = fp16_to_fp32(*dmin_out);
   for (int j = 0; j < 8; ++j) {
-    sc[j] = static_cast<uint8_t>(d > 0 ? round_clamped(fits[j].s / d, 0, 63) : 0);
-    m[j] = static_cast<uint8_t>(dmin > 0 ? round_clamped(fits[j].m / dmin, 0, 63) : 0);
+    sc[j] = static_cast<uint8_t>(d > 0 ? clamp_round(fits[j].s / d, 0, 63) : 0);
+    m[j] = static_cast<uint8_t>(dmin > 0 ? clamp_round(fits[j].m / dmin, 0, 63) : 0);
   }
 }
 
@@ -174,7 +163,7 @@ void levels_k4(const float* src, uint16_t d_h, uint16_t dmin_h, const uint8_t* s
     const float id1 = d1 > 0 ? 1.0f / d1 : 0.0f;
     for (int i = 0; i < kSubK4; ++i) {
       const int e = j * kSubK4 + i;
-      levels[e] = round_clamped((src[e] + m1) * id1, 0, nmax);
+      levels[e] = clamp_round((src[e] + m1) * id1, 0, nmax);
     }
   }
 }
@@ -385,12 +374,12 @@ void quantize_block(const float* src, const float* w, BlockQ6_K* b) {
   const float d = fp16_to_fp32(b->d);
   int levels[kQK_K];
   for (int j = 0; j < kQK_K / kSubK6; ++j) {
-    b->scales[j] = static_cast<int8_t>(round_clamped(iscale * scales[j], -128, 127));
+    b->scales[j] = static_cast<int8_t>(clamp_round(iscale * scales[j], -128, 127));
     const float dj = d * b->scales[j];
     const float idj = dj != 0 ? 1.0f / dj : 0.0f;
     for (int i = 0; i < kSubK6; ++i) {
       const int e = j * kSubK6 + i;
-      levels[e] = round_clamped(src[e] * idj, -32, 31) + 32;
+      levels[e] = clamp_round(src[e] * idj, -32, 31) + 32;
     }
   }
   set_levels(b, levels);

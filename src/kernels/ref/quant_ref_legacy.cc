@@ -9,6 +9,7 @@
 
 #include "core/fp16.h"
 #include "kernels/ref/blocks.h"
+#include "kernels/ref/scale_search.h"
 
 namespace pagoda::ref {
 namespace {
@@ -75,38 +76,14 @@ void pack5(const int* q, uint8_t* qs, uint8_t* qh_bytes) {
 // weighted least squares, then every element rounded with the fp16 scale it
 // is decoded with.
 
-// Symmetric blocks x ~= d * L, L in [lo, hi]. Returns the levels L - lo.
-float fit_symmetric_weighted(const float* x, const float* w, int n, int lo, int hi, int* levels) {
-  const float max = signed_absmax(x, n);
-  if (max == 0.0f) {
-    for (int j = 0; j < n; ++j) levels[j] = -lo;
-    return 0.0f;
-  }
-  auto clampi = [](float v, int a, int b) {
-    if (std::isnan(v)) return 0;
-    return static_cast<int>(std::clamp(std::nearbyint(v), static_cast<float>(a), static_cast<float>(b)));
-  };
-  double best_score = -1;
-  float best_d = max / static_cast<float>(lo);
-  for (int k = -9; k <= 9; ++k) {
-    const float iscale = (static_cast<float>(lo) - 0.1f * static_cast<float>(k)) / max;  // max maps near lo
-    double sxl = 0, sll = 0;
-    for (int j = 0; j < n; ++j) {
-      const int l = clampi(iscale * x[j], lo, hi);
-      sxl += static_cast<double>(w[j]) * x[j] * l;
-      sll += static_cast<double>(w[j]) * l * l;
-    }
-    if (sll <= 0) continue;
-    const double score = sxl * sxl / sll;  // error = sum w x^2 - score
-    if (score > best_score) {
-      best_score = score;
-      best_d = static_cast<float>(sxl / sll);
-    }
-  }
-  const float d = fp16_to_fp32(fp32_to_fp16(best_d));
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < n; ++j) levels[j] = clampi(x[j] * id, lo, hi) - lo;
-  return best_d;
+// Symmetric blocks x ~= d * L, L in [lo, hi]: the shared scale search, then
+// every element rounded with the fp16 scale. Returns d; levels are L - lo.
+float fit_symmetric_levels(const float* x, const float* w, int n, int lo, int hi, int* levels) {
+  const float d = fit_symmetric(x, w, n, lo, hi);
+  const float dh = fp16_to_fp32(fp32_to_fp16(d));
+  const float id = dh != 0.0f ? 1.0f / dh : 0.0f;
+  for (int j = 0; j < n; ++j) levels[j] = clamp_round(x[j] * id, lo, hi) - lo;
+  return d;
 }
 
 // Affine blocks x ~= d * L + m, L in [0, nmax], d >= 0.
@@ -166,39 +143,39 @@ void fit_affine_weighted(const float* x, const float* w, int n, int nmax, float*
 
 void quantize_weighted(const float* x, const float* w, BlockQ4_0* b) {
   int l[kQK4_0];
-  b->d = fp32_to_fp16(fit_symmetric_weighted(x, w, kQK4_0, -8, 7, l));
+  b->d = fp32_to_fp16(fit_symmetric_levels(x, w, kQK4_0, -8, 7, l));
   set_levels(b, l);
 }
 
 void quantize_weighted(const float* x, const float* w, BlockQ5_0* b) {
   int l[kQK5_0];
-  b->d = fp32_to_fp16(fit_symmetric_weighted(x, w, kQK5_0, -16, 15, l));
+  b->d = fp32_to_fp16(fit_symmetric_levels(x, w, kQK5_0, -16, 15, l));
   set_levels(b, l);
 }
 
 void quantize_weighted(const float* x, const float* w, BlockQ8_0* b) {
   int l[kQK8_0];
-  b->d = fp32_to_fp16(fit_symmetric_weighted(x, w, kQK8_0, -127, 127, l));
+  b->d = fp32_to_fp16(fit_symmetric_levels(x, w, kQK8_0, -127, 127, l));
   for (int j = 0; j < kQK8_0; ++j) l[j] += 1;  // levels are stored value + 128
   set_levels(b, l);
 }
 
-void quantize_weighted(const float* x, const float* w, BlockQ4_1* b) {
-  int l[kQK4_1];
+// Q4_1 (nmax 15) and Q5_1 (nmax 31): x ~= d * L + m.
+template <class Block, int kNmax>
+void quantize_affine_weighted(const float* x, const float* w, Block* b) {
+  int l[32];
   float d, m;
-  fit_affine_weighted(x, w, kQK4_1, 15, &d, &m, l);
+  fit_affine_weighted(x, w, 32, kNmax, &d, &m, l);
   b->d = fp32_to_fp16(d);
   b->m = fp32_to_fp16(m);
   set_levels(b, l);
 }
 
+void quantize_weighted(const float* x, const float* w, BlockQ4_1* b) {
+  quantize_affine_weighted<BlockQ4_1, 15>(x, w, b);
+}
 void quantize_weighted(const float* x, const float* w, BlockQ5_1* b) {
-  int l[kQK5_1];
-  float d, m;
-  fit_affine_weighted(x, w, kQK5_1, 31, &d, &m, l);
-  b->d = fp32_to_fp16(d);
-  b->m = fp32_to_fp16(m);
-  set_levels(b, l);
+  quantize_affine_weighted<BlockQ5_1, 31>(x, w, b);
 }
 
 }  // namespace

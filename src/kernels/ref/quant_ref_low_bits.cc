@@ -8,9 +8,27 @@
 
 #include "core/fp16.h"
 #include "kernels/ref/blocks.h"
+#include "kernels/ref/scale_search.h"
 
 namespace pagoda::ref {
 namespace {
+
+float wt(const float* w, int i) { return w ? w[i] : 1.0f; }
+
+// Index of the table value nearest to v (the table is sorted).
+int nearest_iq4nl(float v) {
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < static_cast<float>(kIq4nlValues[mid]))
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return v - static_cast<float>(kIq4nlValues[lo]) <= static_cast<float>(kIq4nlValues[hi]) - v ? lo : hi;
+}
+
+}  // namespace
 
 int clamp_round(float v, int lo, int hi) {
   if (!(v > static_cast<float>(lo))) return lo;
@@ -18,10 +36,6 @@ int clamp_round(float v, int lo, int hi) {
   return lo + static_cast<int>(v - static_cast<float>(lo) + 0.5f);
 }
 
-float wt(const float* w, int i) { return w ? w[i] : 1.0f; }
-
-// Symmetric sub-block fit x ~= s * L, L in [lo, hi]: the s minimizing the
-// weighted error over candidate scales mapping max|x| near lo or hi.
 float fit_symmetric(const float* x, const float* w, int n, int lo, int hi) {
   float amax = 0, max = 0;
   for (int i = 0; i < n; ++i)
@@ -52,21 +66,6 @@ float fit_symmetric(const float* x, const float* w, int n, int lo, int hi) {
   }
   return best_s;
 }
-
-// Index of the table value nearest to v (the table is sorted).
-int nearest_iq4nl(float v) {
-  int lo = 0, hi = 15;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (v < static_cast<float>(kIq4nlValues[mid]))
-      hi = mid;
-    else
-      lo = mid;
-  }
-  return v - static_cast<float>(kIq4nlValues[lo]) <= static_cast<float>(kIq4nlValues[hi]) - v ? lo : hi;
-}
-
-}  // namespace
 
 void get_scales_q3_k(const BlockQ3_K& b, int8_t* scales) {
   for (int j = 0; j < 16; ++j) {
