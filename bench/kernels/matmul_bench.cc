@@ -66,7 +66,8 @@ struct Matrix {
 
 // Quantizes a few random rows and repeats them: the kernel streams the whole
 // matrix either way, and K-quant quantization of 32000 rows would be slow.
-std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out) {
+// row_scaled: W8A8 (Q8_0 rows with one scale each, per-token activations).
+std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out, bool row_scaled) {
   constexpr int kDistinct = 16;
   auto m = std::make_unique<Matrix>();
   const size_t rb = dtype_row_bytes(type, n_in);
@@ -76,16 +77,20 @@ std::unique_ptr<Matrix> make_matrix(DType type, int64_t n_in, int64_t n_out) {
   std::vector<float> row(n_in);
   for (int r = 0; r < kDistinct; ++r) {
     for (auto& v : row) v = nd(rng);
-    ref::quantize_row(type, row.data(), seed_rows.data() + r * rb, n_in);
+    if (row_scaled)
+      ref::quantize_row_q8_0_shared_scale(row.data(), seed_rows.data() + r * rb, n_in);
+    else
+      ref::quantize_row(type, row.data(), seed_rows.data() + r * rb, n_in);
   }
   m->w.resize(rb * n_out);
   for (int64_t r = 0; r < n_out; ++r) std::copy_n(seed_rows.data() + (r % kDistinct) * rb, rb, m->w.data() + r * rb);
   m->view = WeightView{type, m->w.data(), n_in, n_out};
+  m->view.row_scaled = row_scaled;
   return m;
 }
 
-void bm_matmul(benchmark::State& state, DType type, int64_t n_in, int64_t n_out, int64_t n_tokens) {
-  const auto m = make_matrix(type, n_in, n_out);
+void bm_matmul(benchmark::State& state, DType type, bool row_scaled, int64_t n_in, int64_t n_out, int64_t n_tokens) {
+  const auto m = make_matrix(type, n_in, n_out, row_scaled);
   if (repack_enabled()) {
     WeightView* w = &m->view;
     m->packed.pack(&w, 1, pool());
@@ -125,14 +130,21 @@ constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8
                             DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 int register_all() {
-  for (DType type : kTypes)
+  struct Kind {
+    DType type;
+    bool row_scaled;
+    std::string name;
+  };
+  std::vector<Kind> kinds;
+  for (DType type : kTypes) kinds.push_back({type, false, std::string(dtype_name(type))});
+  kinds.push_back({DType::kQ8_0, true, "w8a8"});
+  for (const Kind& k : kinds)
     for (int64_t n_tokens : {1, 128})
       for (Shape s : kShapes) {
-        if (s.n_in % dtype_block_size(type) != 0) continue;
-        const std::string name = std::string(n_tokens == 1 ? "decode/" : "prefill128/") +
-                                 std::string(dtype_name(type)) + "/" + std::to_string(s.n_in) + "x" +
-                                 std::to_string(s.n_out);
-        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.n_in, s.n_out, n_tokens)
+        if (s.n_in % dtype_block_size(k.type) != 0) continue;
+        const std::string name = std::string(n_tokens == 1 ? "decode/" : "prefill128/") + k.name + "/" +
+                                 std::to_string(s.n_in) + "x" + std::to_string(s.n_out);
+        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, k.type, k.row_scaled, s.n_in, s.n_out, n_tokens)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }

@@ -6,11 +6,13 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/pack.h"
+#include "kernels/ref/blocks.h"
 #include "kernels/ref/quant_ref.h"
 
 namespace pagoda::kernels {
@@ -43,7 +45,7 @@ ActWorkspace& workspace() {
 cpu::ActQ8 quantize_acts(const IsaKernels& k, ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
                          int64_t n_in, ThreadPool& pool) {
   ActWorkspace& ws = workspace();
-  const int64_t nb = n_in / (fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32);
+  const int64_t nb = fmt == ActFormat::kQ8_Row ? 1 : n_in / (fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32);
   cpu::ActQ8 act;
   int8_t* qs = ActWorkspace::fit(ws.qs, static_cast<size_t>(n_tokens * n_in));
   float* d = ActWorkspace::fit(ws.d, static_cast<size_t>(n_tokens * nb));
@@ -52,6 +54,8 @@ cpu::ActQ8 quantize_acts(const IsaKernels& k, ActFormat fmt, const float* x, int
   int16_t* bsums = nullptr;
   if (fmt == ActFormat::kQ8_K) {
     bsums = ActWorkspace::fit(ws.bsums, static_cast<size_t>(n_tokens * (n_in / cpu::kActSumGroup)));
+  } else if (fmt == ActFormat::kQ8_Row) {
+    qsum = ActWorkspace::fit(ws.qsum, static_cast<size_t>(n_tokens));
   } else {
     s = ActWorkspace::fit(ws.s, static_cast<size_t>(n_tokens * nb));
     qsum = ActWorkspace::fit(ws.qsum, static_cast<size_t>(n_tokens * nb));
@@ -60,6 +64,8 @@ cpu::ActQ8 quantize_acts(const IsaKernels& k, ActFormat fmt, const float* x, int
     for (int64_t t = t0; t < t1; ++t) {
       if (fmt == ActFormat::kQ8_K) {
         k.quantize_q8_k(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, bsums + t * (n_in / cpu::kActSumGroup));
+      } else if (fmt == ActFormat::kQ8_Row) {
+        k.quantize_q8_row(x + t * x_stride, n_in, qs + t * n_in, d + t, qsum + t);
       } else {
         k.quantize_q8_32(x + t * x_stride, n_in, qs + t * n_in, d + t * nb, s + t * nb, qsum + t * nb);
       }
@@ -101,6 +107,19 @@ Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
 
 float dot_f32(const float* a, const float* b, int64_t n) { return cpu::active_kernels().dot_f32(a, b, n); }
 
+bool q8_0_rows_share_scale(const WeightView& w) {
+  if (w.type != DType::kQ8_0 || w.n_in > cpu::kMaxRowScaledIn || w.n_in % 32 != 0 || w.data == nullptr) return false;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t rb = w.row_bytes();
+  const int64_t nb = w.n_in / 32;
+  for (int64_t r = 0; r < w.n_out; ++r) {
+    const uint8_t* row = base + r * rb;
+    for (int64_t b = 1; b < nb; ++b)
+      if (std::memcmp(row, row + b * sizeof(ref::BlockQ8_0), 2) != 0) return false;
+  }
+  return true;
+}
+
 void get_row(const WeightView& w, int64_t row, float* dst) {
   const auto* base = static_cast<const uint8_t*>(w.data) + row * w.row_bytes();
   ref::dequantize_row(w.type, base, dst, w.n_in);
@@ -109,7 +128,7 @@ void get_row(const WeightView& w, int64_t row, float* dst) {
 void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
-  const int kind = cpu::wkind_of(w.type);
+  const int kind = cpu::wkind_of(w.type, w.row_scaled);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
   const IsaKernels& k = cpu::active_kernels();
@@ -128,12 +147,13 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
                   float* const* ys, const int64_t* y_strides, ThreadPool& pool) {
   constexpr int kMaxWeights = 4;
   bool same = n_weights <= kMaxWeights;
-  for (int i = 1; i < n_weights && same; ++i) same = ws[i]->type == ws[0]->type && ws[i]->n_in == ws[0]->n_in;
+  for (int i = 1; i < n_weights && same; ++i)
+    same = ws[i]->type == ws[0]->type && ws[i]->row_scaled == ws[0]->row_scaled && ws[i]->n_in == ws[0]->n_in;
   if (!same || n_tokens <= 0 || pool.num_threads() == 1) {
     for (int i = 0; i < n_weights; ++i) matmul(*ws[i], x, x_stride, n_tokens, ys[i], y_strides[i], pool);
     return;
   }
-  const int kind = cpu::wkind_of(ws[0]->type);
+  const int kind = cpu::wkind_of(ws[0]->type, ws[0]->row_scaled);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
   const IsaKernels& k = cpu::active_kernels();

@@ -26,13 +26,19 @@ struct WeightView {
   // (kernels/packed.h), which the active ISA's packed kernels read; without
   // it matmul runs the scalar reference kernels on `data`.
   const void* packed = nullptr;
+  // W8A8 (SmoothQuant): a Q8_0 weight whose rows each have one scale in
+  // every block (q8_0_rows_share_scale), run against per-token int8
+  // activations with one int32 dot per row (kernels/cpu/kernel_table.h,
+  // WKind::kQ8_0R). The model sets it when the file asks for it.
+  bool row_scaled = false;
   size_t row_bytes() const { return dtype_row_bytes(type, n_in); }
 };
 
 // x: [n_tokens][n_in] (row stride x_stride), y: [n_tokens][n_out] (stride
 // y_stride). Parallel over output rows on `pool`. The activation workspace
 // belongs to the calling thread and only grows (no allocation once warm).
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+// Supported: F32, F16, BF16, Q8_0 (also row_scaled), Q4_0, Q4_1, Q5_0, Q5_1,
+// Q4_K, Q5_K, Q6_K.
 void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool);
 
@@ -42,6 +48,11 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
 // back to separate calls when the weights differ in dtype or row length.
 void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, int64_t x_stride, int64_t n_tokens,
                   float* const* ys, const int64_t* y_strides, ThreadPool& pool);
+
+// Whether w is Q8_0 with every block of each row holding the row's scale
+// (bit for bit) and rows short enough for one int32 dot (kMaxRowScaledIn):
+// the W8A8 layout `pagoda quantize --method smoothquant` writes.
+bool q8_0_rows_share_scale(const WeightView& w);
 
 // Dequantizes row `row` of w into dst (n_in floats): embedding lookup.
 void get_row(const WeightView& w, int64_t row, float* dst);

@@ -48,7 +48,7 @@ bool repack_enabled() {
 }
 
 bool can_pack(const WeightView& w) {
-  const int kind = cpu::wkind_of(w.type);
+  const int kind = cpu::wkind_of(w.type, w.row_scaled);
   if (kind < 0 || w.n_out <= 0 || w.data == nullptr) return false;
   return cpu::packable(static_cast<cpu::WKind>(kind)) && cpu::active_kernels().packed[kind] != nullptr;
 }
@@ -57,7 +57,7 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
                            const std::function<void(const WeightView&)>& on_packed) {
   constexpr size_t kAlign = 64;
   auto bytes_of = [](const WeightView& w) {
-    const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
+    const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type, w.row_scaled));
     const size_t bytes = cpu::packed_group_bytes(kind, w.n_in) * static_cast<size_t>(num_groups(w));
     return (bytes + kAlign - 1) / kAlign * kAlign;
   };
@@ -78,7 +78,7 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
   for (int i = 0; i < n; ++i) {
     WeightView& w = *ws[i];
     if (w.packed != nullptr || !can_pack(w)) continue;
-    const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type));
+    const auto kind = static_cast<cpu::WKind>(cpu::wkind_of(w.type, w.row_scaled));
     const size_t gb = cpu::packed_group_bytes(kind, w.n_in);
     uint8_t* out = arena + used;
     used += bytes_of(w);

@@ -7,7 +7,8 @@
 
 namespace pagoda::kernels::cpu {
 
-int wkind_of(DType type) {
+int wkind_of(DType type, bool row_scaled) {
+  if (row_scaled) return type == DType::kQ8_0 ? static_cast<int>(WKind::kQ8_0R) : -1;
   switch (type) {
     case DType::kF32: return static_cast<int>(WKind::kF32);
     case DType::kF16: return static_cast<int>(WKind::kF16);
@@ -32,6 +33,7 @@ ActFormat act_format_of(WKind kind) {
     case WKind::kQ4_K:
     case WKind::kQ5_K:
     case WKind::kQ6_K: return ActFormat::kQ8_K;
+    case WKind::kQ8_0R: return ActFormat::kQ8_Row;
     default: return ActFormat::kQ8_32;
   }
 }

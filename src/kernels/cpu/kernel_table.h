@@ -20,15 +20,15 @@ constexpr int kActBlock32 = 32;
 constexpr int kActBlockK = 256;
 constexpr int kActSumGroup = 16;
 
-enum class ActFormat { kFloat, kQ8_32, kQ8_K };
+enum class ActFormat { kFloat, kQ8_32, kQ8_K, kQ8_Row };
 
 // n_tokens rows of quantized activations, SoA, each row n_in long.
 struct ActQ8 {
   const int8_t* qs = nullptr;      // [n_tokens][n_in]
-  const float* d = nullptr;        // [n_tokens][n_in / block]
+  const float* d = nullptr;        // [n_tokens][n_in / block] (Q8_Row: [n_tokens])
   const float* s = nullptr;        // Q8_32: [n_tokens][n_in / 32], d * sum(q)
   const int16_t* bsums = nullptr;  // Q8_K: [n_tokens][n_in / 16], sum(q)
-  const int32_t* qsum = nullptr;   // Q8_32: [n_tokens][n_in / 32], sum(q)
+  const int32_t* qsum = nullptr;   // Q8_32: [n_tokens][n_in / 32], sum(q); Q8_Row: [n_tokens]
 };
 
 struct MatmulArgs {
@@ -50,11 +50,20 @@ struct MatmulArgs {
 // args.wp and need r0 a multiple of 16 and r1 a multiple of 16 or n_out.
 using RowsFn = void (*)(const MatmulArgs& args, int64_t r0, int64_t r1);
 
-enum class WKind { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kCount };
+// kQ8_0R: W8A8 (SmoothQuant). Q8_0 rows whose blocks all share one scale,
+// run against per-token int8 activations (ActFormat::kQ8_Row): the whole
+// row is one int32 dot (exact while n_in <= kMaxRowScaledIn) and one float
+// multiply by row scale x token scale.
+enum class WKind { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kQ8_0R, kCount };
 constexpr int kNumWKinds = static_cast<int>(WKind::kCount);
+// |sum of n_in products of int8 in [-127, 127]| < 2^31 for n_in up to 2^17;
+// the int32 accumulators may wrap in between (two's complement), the end
+// result is exact.
+constexpr int64_t kMaxRowScaledIn = 1 << 17;
 
-// -1 if the dtype has no matmul kernel.
-int wkind_of(DType type);
+// -1 if the dtype has no matmul kernel. row_scaled: a Q8_0 weight whose
+// rows each have one scale (kQ8_0R).
+int wkind_of(DType type, bool row_scaled = false);
 ActFormat act_format_of(WKind kind);
 
 // kernels::paged_attention's arguments (kernels/attention.h has the contract).
@@ -101,6 +110,8 @@ struct IsaKernels {
   void (*add)(float* a, const float* b, int64_t n) = nullptr;
   void (*quantize_q8_32)(const float* x, int64_t n, int8_t* qs, float* d, float* s, int32_t* qsum) = nullptr;
   void (*quantize_q8_k)(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums) = nullptr;
+  // The whole row with one scale: *d = max|x| / 127, *qsum = sum(q).
+  void (*quantize_q8_row)(const float* x, int64_t n, int8_t* qs, float* d, int32_t* qsum) = nullptr;
 };
 
 const IsaKernels& kernels_scalar();

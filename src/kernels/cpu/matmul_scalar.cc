@@ -81,6 +81,22 @@ float dot_legacy(const uint8_t* row, const MatmulArgs& a, int64_t t) {
   return sum;
 }
 
+// W8A8: every block of the row has the row's scale (block 0's); the
+// activations have one scale per token. The whole row is one integer dot.
+float dot_q8_0r(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / 32;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  int64_t dot = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ8_0 blk;
+    std::memcpy(&blk, row + b * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+    for (int j = 0; j < 32; ++j) dot += blk.qs[j] * xq[b * 32 + j];
+  }
+  uint16_t d;
+  std::memcpy(&d, row, 2);
+  return fp16_to_fp32(d) * a.act.d[t] * static_cast<float>(dot);
+}
+
 // K-quants: integer q per element and integer sub-block scales.
 void k4_ints(const BlockQ4_K& b, int* q) {
   for (int c = 0; c < 4; ++c)
@@ -208,6 +224,7 @@ void register_matmul_scalar(IsaKernels& k) {
   set(WKind::kQ4_K, rows<dot_k45<BlockQ4_K>>);
   set(WKind::kQ5_K, rows<dot_k45<BlockQ5_K>>);
   set(WKind::kQ6_K, rows<dot_q6_k>);
+  set(WKind::kQ8_0R, rows<dot_q8_0r>);
 }
 
 }  // namespace pagoda::kernels::cpu

@@ -115,6 +115,22 @@ void quantize_q8_k_kernel(const float* x, int64_t n, int8_t* qs, float* d, int16
   }
 }
 
+void quantize_q8_row_kernel(const float* x, int64_t n, int8_t* qs, float* d, int32_t* qsum) {
+  VF m = V::zero_f();
+  for (int64_t i = 0; i < n; i += kW) m = V::max(m, V::abs(V::load_f(x + i)));
+  const float amax = V::hmax(m);
+  const VF id = V::set1_f(amax > 0 ? 127.0f / amax : 0.0f);
+  const VF lo = V::set1_f(-127.0f), hi = V::set1_f(127.0f);
+  int32_t sum = 0;
+  for (int64_t i = 0; i < n; i += kW) {
+    const auto qi = V::round_f_i(V::min(hi, V::max(lo, V::mul(V::load_f(x + i), id))));
+    V::store_i8(qs + i, qi);
+    sum += V::hsum_i32(qi);
+  }
+  *d = amax / 127.0f;
+  *qsum = sum;
+}
+
 void register_ops(IsaKernels& k) {
   k.dot_f32 = dot_f32_kernel;
   k.rms_norm = rms_norm_kernel;
@@ -122,4 +138,5 @@ void register_ops(IsaKernels& k) {
   k.add = add_kernel;
   k.quantize_q8_32 = quantize_q8_32_kernel;
   k.quantize_q8_k = quantize_q8_k_kernel;
+  k.quantize_q8_row = quantize_q8_row_kernel;
 }

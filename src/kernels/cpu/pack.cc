@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp16.h"
 #include "kernels/ref/blocks.h"
 
 namespace pagoda::kernels::cpu {
@@ -64,6 +65,24 @@ void pack_group_q8_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
         for (int j = 0; j < 4; ++j) q[64 * s + 4 * r + j] = static_cast<uint8_t>(blk.qs[4 * s + j] + 128);
       std::memcpy(scales + b * kScaleBytes + 2 * r, &blk.d, 2);
     }
+  }
+}
+
+// W8A8: Q8_0's quant vectors, then each row's scale (its block 0's) as f32.
+void pack_group_q8_0r(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* q = out + b * kQ8Bytes;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ8_0*>(rows[r])[b];
+      for (int s = 0; s < 8; ++s)
+        for (int j = 0; j < 4; ++j) q[64 * s + 4 * r + j] = static_cast<uint8_t>(blk.qs[4 * s + j] + 128);
+    }
+  }
+  for (int r = 0; r < kPackRows; ++r) {
+    uint16_t d;
+    std::memcpy(&d, rows[r], 2);
+    const float f = fp16_to_fp32(d);
+    std::memcpy(out + nb * kQ8Bytes + 4 * r, &f, 4);
   }
 }
 
@@ -157,6 +176,7 @@ bool packable(WKind kind) {
     case WKind::kQ5_0:
     case WKind::kQ5_1:
     case WKind::kQ8_0:
+    case WKind::kQ8_0R:
     case WKind::kQ4_K:
     case WKind::kQ5_K:
     case WKind::kQ6_K: return true;
@@ -172,6 +192,7 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kQ5_0: return nb * (kQ4Bytes + 64 + kScaleBytes);
     case WKind::kQ5_1: return nb * (kQ4Bytes + 64 + 2 * kScaleBytes);
     case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
+    case WKind::kQ8_0R: return nb * kQ8Bytes + kPackRows * sizeof(float);
     case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
     case WKind::kQ5_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + 8 * 64 + kPackQ4KMeta);
     case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
@@ -201,6 +222,7 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
       case WKind::kQ5_0: pack_group_legacy<ref::BlockQ5_0, true, false>(rows, n_in / 32, dst); break;
       case WKind::kQ5_1: pack_group_legacy<ref::BlockQ5_1, true, true>(rows, n_in / 32, dst); break;
       case WKind::kQ8_0: pack_group_q8_0(rows, n_in / 32, dst); break;
+      case WKind::kQ8_0R: pack_group_q8_0r(rows, n_in / 32, dst); break;
       case WKind::kQ4_K: pack_group_k45<ref::BlockQ4_K>(rows, n_in / 256, dst); break;
       case WKind::kQ5_K: pack_group_k45<ref::BlockQ5_K>(rows, n_in / 256, dst); break;
       case WKind::kQ6_K: pack_group_q6_k(rows, n_in / 256, dst); break;

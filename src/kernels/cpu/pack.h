@@ -17,6 +17,8 @@
 //         4+i = element 16+4i+j).
 //   Q8_0: quants [nb][8][16 rows][4 bytes] as q + 128 (u8), vector s holds
 //         elements 4s..4s+3; then scales [nb][16] f16.   (34 bytes/row/block)
+//   Q8_0R (W8A8): Q8_0's quants, then scales [16] f32 (one per row).
+//                                            (32 bytes/row/block + 4/row)
 //   Q4_K: quants [nsb][8 sub-blocks], each sub-block laid out like a Q4_0
 //         block (2048 bytes per super-block); then per super-block d[16]
 //         f16, dmin[16] f16, scales [8][16] u8 and mins [4 pairs][16 rows]

@@ -157,6 +157,39 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
+// W8A8 (Q8_0R): Q8_0's quant vectors, k-step i (elements 4i..4i+3) at
+// 64 * i, one int32 accumulator per row and token over the whole row
+// (wrapping is harmless: the end result fits, kMaxRowScaledIn), then one
+// multiply by row scale x token scale.
+template <int RG, int T>
+void tile_q8_0r(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nv = a.n_in / 4;
+  const uint8_t* q[RG];
+  for (int r = 0; r < RG; ++r) q[r] = a.wp + (g + r) * a.group_bytes;
+  const int8_t* x[T];
+  for (int t = 0; t < T; ++t) x[t] = a.act.qs + (t0 + t) * a.n_in;
+  VI is[RG][T];
+  for (int t = 0; t < T; ++t) {
+    // Wraps like the dots: only the final sum is exact.
+    const auto off = static_cast<int32_t>(static_cast<uint32_t>(V::kQ8Offset) *
+                                          static_cast<uint32_t>(a.act.qsum[t0 + t]));
+    for (int r = 0; r < RG; ++r) is[r][t] = V::set1_i32(off);
+  }
+  for (int64_t i = 0; i < nv; ++i) {
+    V::Q8Prep w[RG];
+    for (int r = 0; r < RG; ++r) w[r] = V::prep_q8(V::load_i(q[r] + 64 * i));
+    for (int t = 0; t < T; ++t) {
+      const VI xv = bcast32(x[t] + 4 * i);
+      for (int r = 0; r < RG; ++r) is[r][t] = V::dot_q8_prep(is[r][t], w[r], xv);
+    }
+  }
+  for (int r = 0; r < RG; ++r) {
+    const VF dw = V::load_f(reinterpret_cast<const float*>(q[r] + nv * 64));
+    for (int t = 0; t < T; ++t)
+      store_group(a, t0 + t, g + r, V::mul(V::cvt_i_f(is[r][t]), V::mul(dw, V::set1_f(a.act.d[t0 + t]))));
+  }
+}
+
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
 // zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
 // sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
@@ -391,6 +424,10 @@ struct KQ4_0 {
 template <int RG, int T>
 struct KQ8_0 {
   static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ8_0, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ8_0R {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q8_0r<RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ4_1 {

@@ -44,13 +44,31 @@ struct V {
   static I slli16(I a, int n) { return _mm512_slli_epi16(a, n); }
   static I add_i32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mullo_i32(I a, I b) { return _mm512_mullo_epi32(a, b); }
-  static I dot_u8s8(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
+  // vpdpbusd accumulates in place. GCC 12 treats the intrinsic's result as
+  // a new value and copies every accumulator of a register tile around
+  // each call (two extra moves per dot, spills past ~16 accumulators);
+  // the asm form ties the accumulator to its register.
+  static I dot_u8s8(I acc, I w, I x) {
+#if defined(__GNUC__) && !defined(__clang__)
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+    return acc;
+#else
+    return _mm512_dpbusd_epi32(acc, w, x);
+#endif
+  }
   // dot_q8 with one w against many x (AVX2 finds w's sign once).
   using Q8Prep = I;
   static Q8Prep prep_q8(I w) { return w; }
   static I dot_q8_prep(I acc, Q8Prep w, I x) { return dot_q8(acc, w, x); }
-  static I dot_q8(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
-  static I dot_s16(I acc, I w, I x) { return _mm512_dpwssd_epi32(acc, w, x); }
+  static I dot_q8(I acc, I w, I x) { return dot_u8s8(acc, w, x); }
+  static I dot_s16(I acc, I w, I x) {
+#if defined(__GNUC__) && !defined(__clang__)
+    asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+    return acc;
+#else
+    return _mm512_dpwssd_epi32(acc, w, x);
+#endif
+  }
   static I u8x32_to_i16(const uint8_t* p) {
     return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

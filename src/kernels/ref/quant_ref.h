@@ -20,6 +20,12 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 // F32/F16/BF16 ignore it.
 void quantize_row(DType type, const float* src, void* dst, int64_t n, const float* importance = nullptr);
 
+// W8A8 weights (SmoothQuant): n floats as Q8_0 blocks that all carry the
+// row's scale d = fp16(max|x| / 127), q = round(x / d) clamped to 127. An
+// ordinary Q8_0 row to any reader; Pagoda runs such rows with per-token
+// int8 activations (kernels::q8_0_rows_share_scale).
+void quantize_row_q8_0_shared_scale(const float* src, void* dst, int64_t n);
+
 // sum_i w[i] * x[i] where w is a row in `type`, accumulated in double.
 double vec_dot(DType type, const void* w, const float* x, int64_t n);
 

@@ -312,4 +312,21 @@ void quantize_block(const float* src, const float* w, BlockQ8_0* b) {
   }
 }
 
+void quantize_row_q8_0_shared_scale(const float* src, void* dst, int64_t n) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(src[i]));
+  const uint16_t d16 = fp32_to_fp16(amax / 127.0f);
+  const float d = fp16_to_fp32(d16);
+  const float id = d > 0 ? 1.0f / d : 0.0f;
+  auto* blocks = static_cast<BlockQ8_0*>(dst);
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    BlockQ8_0& blk = blocks[b];
+    blk.d = d16;
+    for (int j = 0; j < kQK8_0; ++j) {
+      const float q = std::nearbyint(src[b * kQK8_0 + j] * id);
+      blk.qs[j] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+}
+
 }  // namespace pagoda::ref
