@@ -45,7 +45,8 @@ ActWorkspace& workspace() {
 cpu::ActQ8 quantize_acts(const IsaKernels& k, ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
                          int64_t n_in, ThreadPool& pool) {
   ActWorkspace& ws = workspace();
-  const int64_t nb = fmt == ActFormat::kQ8_Row ? 1 : n_in / (fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32);
+  const int64_t nb =
+      fmt == ActFormat::kQ8_Row ? 1 : n_in / (fmt == ActFormat::kQ8_K ? cpu::kActBlockK : cpu::kActBlock32);
   cpu::ActQ8 act;
   int8_t* qs = ActWorkspace::fit(ws.qs, static_cast<size_t>(n_tokens * n_in));
   float* d = ActWorkspace::fit(ws.d, static_cast<size_t>(n_tokens * nb));

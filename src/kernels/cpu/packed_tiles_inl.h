@@ -171,8 +171,8 @@ void tile_q8_0r(const MatmulArgs& a, int64_t g, int64_t t0) {
   VI is[RG][T];
   for (int t = 0; t < T; ++t) {
     // Wraps like the dots: only the final sum is exact.
-    const auto off = static_cast<int32_t>(static_cast<uint32_t>(V::kQ8Offset) *
-                                          static_cast<uint32_t>(a.act.qsum[t0 + t]));
+    const auto off =
+        static_cast<int32_t>(static_cast<uint32_t>(V::kQ8Offset) * static_cast<uint32_t>(a.act.qsum[t0 + t]));
     for (int r = 0; r < RG; ++r) is[r][t] = V::set1_i32(off);
   }
   for (int64_t i = 0; i < nv; ++i) {
