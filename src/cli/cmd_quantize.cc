@@ -1,7 +1,8 @@
 // `pagoda quantize IN OUT TYPE` and `pagoda imatrix`: offline quantization
 // (quant/). TYPE is a weight type or one of llama.cpp's mixes (Q4_K_M, ...);
 // --method gptq runs GPTQ on calibration text, --imatrix weights the
-// rounding error by an importance matrix that `pagoda imatrix` collects.
+// rounding error by an importance matrix that `pagoda imatrix` collects,
+// --method awq scales channels first, --method smoothquant writes W8A8.
 #include <cstdio>
 #include <string>
 
@@ -18,18 +19,19 @@
 namespace pagoda::cli {
 
 int cmd_quantize(int argc, char** argv) {
-  CLI::App app("Quantize a GGUF model (llama.cpp's types and mixes; RTN, imatrix, GPTQ)", "quantize");
+  CLI::App app("Quantize a GGUF model (llama.cpp's types and mixes; RTN, imatrix, GPTQ, AWQ, SmoothQuant W8A8)",
+               "quantize");
   std::string in, out, type, method = "rtn", imatrix, calib;
   quant::QuantizeOptions opt;
   bool quiet = false;
   app.add_option("input", in, "GGUF model to quantize")->required();
   app.add_option("output", out, "GGUF file to write")->required();
   app.add_option("type", type, "type or mix: " + quant::quant_mix_names())->required();
-  app.add_option("--method", method, "rtn (round to nearest), gptq or awq")
-      ->check(CLI::IsMember({"rtn", "gptq", "awq"}))
+  app.add_option("--method", method, "rtn (round to nearest), gptq, awq or smoothquant (W8A8; TYPE q8_0)")
+      ->check(CLI::IsMember({"rtn", "gptq", "awq", "smoothquant"}))
       ->capture_default_str();
   app.add_option("--imatrix", imatrix, "importance matrix from `pagoda imatrix`");
-  app.add_option("--calib", calib, "calibration text file (GPTQ, AWQ)");
+  app.add_option("--calib", calib, "calibration text file (GPTQ, AWQ, SmoothQuant)");
   app.add_option("--calib-ctx", opt.calib_ctx, "tokens per calibration window (default: min(512, context))")
       ->check(CLI::Range(0, 1 << 16));
   app.add_option("--calib-chunks", opt.calib_windows, "calibration windows")
@@ -45,6 +47,9 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("--awq-grid", opt.awq.grid, "AWQ: alpha grid steps over [0, 1]")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--alpha", opt.smooth_alpha, "SmoothQuant: migration strength (0: none, 1: all into the weights)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("-t,--threads", opt.threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_flag("-q,--quiet", quiet, "no per-tensor lines");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
@@ -52,22 +57,25 @@ int cmd_quantize(int argc, char** argv) {
   auto mix = quant::parse_quant_mix(type);
   if (!mix) return fail("quantize", mix.status().message());
   opt.mix = *mix;
-  opt.method = method == "gptq" ? quant::Method::kGptq : method == "awq" ? quant::Method::kAwq : quant::Method::kRtn;
+  opt.method = method == "gptq"          ? quant::Method::kGptq
+               : method == "awq"         ? quant::Method::kAwq
+               : method == "smoothquant" ? quant::Method::kSmoothQuant
+                                         : quant::Method::kRtn;
   opt.imatrix_path = imatrix;
   if (opt.method != quant::Method::kRtn) {
     if (calib.empty()) return fail("quantize", "--method " + method + " needs --calib FILE");
     if (!read_text_file(calib, &opt.calib_text)) return fail("quantize", "cannot read '" + calib + "'");
   } else if (!calib.empty()) {
-    return fail("quantize", "--calib is for --method gptq or awq");
+    return fail("quantize", "--calib is for --method gptq, awq or smoothquant");
   }
   if (!quiet) opt.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   auto r = quant::quantize_model(in, out, opt);
   if (!r) return fail("quantize", r.status().message());
   std::string types;
   for (const auto& [name, n] : r->type_counts) types += " " + name + ":" + std::to_string(n);
-  std::printf("%s: %s -> %s, %.2f MiB -> %.2f MiB, %d tensors (%d quantized, %d by GPTQ;%s) in %.2f s\n", out.c_str(),
-              in.c_str(), opt.mix.name.c_str(), r->bytes_in / 1048576.0, r->bytes_out / 1048576.0, r->num_tensors,
-              r->num_quantized, r->num_gptq, types.c_str(), r->seconds);
+  std::printf("%s: %s -> %s, %.2f MiB -> %.2f MiB, %d tensors (%d quantized, %d by GPTQ, %d W8A8;%s) in %.2f s\n",
+              out.c_str(), in.c_str(), opt.mix.name.c_str(), r->bytes_in / 1048576.0, r->bytes_out / 1048576.0,
+              r->num_tensors, r->num_quantized, r->num_gptq, r->num_w8a8, types.c_str(), r->seconds);
   return 0;
 }
 

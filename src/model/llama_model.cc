@@ -37,6 +37,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
   m->config_ = cfg;
   m->file_ = &file;
 
+  // W8A8 files (`pagoda quantize --method smoothquant`): the Q8_0 matrices
+  // whose rows each share one scale run with per-token int8 activations.
+  const bool w8a8 = file.get_bool("pagoda.w8a8").value_or(false);
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, kernels::WeightView* out) -> Status {
     const auto* t = file.tensor(name);
     if (!t) return invalid_argument("model lacks tensor '" + name + "'");
@@ -47,6 +50,10 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
       return unimplemented("tensor '" + name + "' has unsupported type " + std::string(dtype_name(t->type)));
     *out = {t->type, t->data, n_in, n_out};
     m->transcode(out);
+    if (w8a8 && kernels::q8_0_rows_share_scale(*out)) {
+      out->row_scaled = true;
+      ++m->num_row_scaled_;
+    }
     return Status::ok();
   };
   // A 3-D expert tensor [n_in, n_out, n_experts]: one view per expert (its

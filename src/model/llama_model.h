@@ -55,6 +55,8 @@ class LlamaModel {
 
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;
+  // Matrices that run as W8A8 (a `pagoda.w8a8` file's row-scaled Q8_0).
+  int32_t num_row_scaled() const { return num_row_scaled_; }
 
   // Makes row-interleaved copies of the matrices the active ISA has packed
   // kernels for (kernels/packed.h); returns the bytes added. Call once,
@@ -125,6 +127,7 @@ class LlamaModel {
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   std::vector<std::vector<uint8_t>> transcoded_;
   Workspace ws_;
+  int32_t num_row_scaled_ = 0;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
 };
