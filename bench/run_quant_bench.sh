@@ -4,6 +4,7 @@
 # MHA->GQA conversion of the same model. Calibration text and held-out text
 # must not overlap (tools/train's corpus split: `corpus.py` writes train.jsonl
 # and val.jsonl; this script makes calib.txt from train and eval.txt from val).
+# TYPE "w8a8" is SmoothQuant's W8A8 (q8_0 --method smoothquant), one row.
 # Usage: bench/run_quant_bench.sh BINARY MODEL CORPUS_DIR OUT_DIR ["TYPE..."] [CHUNKS]
 set -euo pipefail
 bin=$1 model=$2 corpus=$3 out=$4
@@ -38,6 +39,16 @@ echo "| type | method | size MiB | quantize s | perplexity | KL | top-1 % | shar
 echo "|---|---|---|---|---|---|---|---|"
 echo "| f32 | — | $(du -m "$model" | cut -f1) | — | $base | 0 | 100 | — |"
 for t in $types; do
+  if [ "$t" = w8a8 ]; then
+    start=$(date +%s.%N)
+    "$bin" quantize "$model" "$out/w8a8.gguf" q8_0 -q --method smoothquant --calib "$out/calib.txt" > /dev/null
+    secs=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)")
+    read -r p kl top <<< "$(ppl "$out/w8a8.gguf")"
+    size=$(python3 -c "import os,sys; print(f'{os.path.getsize(sys.argv[1])/1048576:.2f}')" "$out/w8a8.gguf")
+    echo "| w8a8 | smoothquant | $size | $secs | $p | $kl | $top | — |"
+    rm -f "$out/w8a8.gguf"
+    continue
+  fi
   rtn_ppl=
   for m in rtn imatrix gptq awq; do
     case $m in

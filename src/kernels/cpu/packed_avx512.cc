@@ -27,8 +27,8 @@ using V = avx512::V;
 void register_packed_avx512(IsaKernels& k) {
   auto set = [&](WKind kind, RowsFn fn) { k.packed[static_cast<int>(kind)] = fn; };
   set(WKind::kQ4_0, packed_rows<KQ4_0, 3, 3, 4>);
-  set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 4, 4>);
-  set(WKind::kQ8_0R, packed_rows<KQ8_0R, 4, 6, 4>);
+  set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 6, 4>);
+  set(WKind::kQ8_0R, packed_rows<KQ8_0R, 4, 6, 8>);
   set(WKind::kQ4_1, packed_rows<KQ4_1, 2, 4, 4>);
   set(WKind::kQ5_0, packed_rows<KQ5_0, 2, 4, 4>);
   set(WKind::kQ5_1, packed_rows<KQ5_1, 2, 4, 4>);
