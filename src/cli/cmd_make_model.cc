@@ -34,7 +34,7 @@ int cmd_make_model(int argc, char** argv) {
   double rope_base = 0;
   app.add_option("--preset", preset, "model shape: " + presets)->required();
   app.add_option("--dtype", dtype_name,
-                 "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q3_k iq4_nl iq4_xs")
+                 "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q3_k q2_k iq4_nl iq4_xs")
       ->capture_default_str();
   app.add_option("-o,--output", out, "output GGUF file")->required();
   app.add_option("--vocab-from", vocab_from,

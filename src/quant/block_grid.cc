@@ -20,6 +20,7 @@ int qmax_of(DType type) {
     case DType::kQ5_K: return 31;
     case DType::kQ6_K: return 63;
     case DType::kQ3_K: return 7;
+    case DType::kQ2_K: return 3;
     case DType::kQ8_0: return 255;
     default: return 0;
   }
@@ -55,6 +56,7 @@ void set_block_levels(DType type, uint8_t* block, const int* levels) {
     case DType::kQ5_K: set_levels_of<ref::BlockQ5_K>(block, levels); return;
     case DType::kQ6_K: set_levels_of<ref::BlockQ6_K>(block, levels); return;
     case DType::kQ3_K: set_levels_of<ref::BlockQ3_K>(block, levels); return;
+    case DType::kQ2_K: set_levels_of<ref::BlockQ2_K>(block, levels); return;
     default: PAGODA_CHECK(false && "set_block_levels: not a block type");
   }
 }

@@ -22,10 +22,11 @@ constexpr std::array kMixes = {
     MixRow{"Q4_K_M", 15, DType::kQ4_K}, MixRow{"Q5_K_S", 16, DType::kQ5_K},   MixRow{"Q5_K_M", 17, DType::kQ5_K},
     MixRow{"Q6_K", 18, DType::kQ6_K},   MixRow{"Q3_K_S", 11, DType::kQ3_K},   MixRow{"Q3_K_M", 12, DType::kQ3_K},
     MixRow{"Q3_K_L", 13, DType::kQ3_K}, MixRow{"IQ4_NL", 25, DType::kIQ4_NL}, MixRow{"IQ4_XS", 30, DType::kIQ4_XS},
+    MixRow{"Q2_K", 10, DType::kQ2_K},   MixRow{"Q2_K_S", 21, DType::kQ2_K},
 };
 
 // Known to llama.cpp, without kernels here yet.
-constexpr std::array<std::string_view, 6> kNotYet = {"Q2_K", "Q2_K_S", "IQ3_M", "IQ3_XXS", "IQ2_XS", "TQ1_0"};
+constexpr std::array<std::string_view, 5> kNotYet = {"IQ3_M", "IQ3_XXS", "IQ2_XS", "IQ2_XXS", "TQ1_0"};
 
 std::string upper(std::string_view s) {
   std::string u(s);
@@ -51,6 +52,7 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 
 DType fallback(DType t) {
   switch (t) {
+    case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kIQ4_XS: return DType::kIQ4_NL;
     case DType::kQ4_K: return DType::kQ5_0;
@@ -105,6 +107,8 @@ DType tensor_type(const QuantMix& mix, const ModelShape& shape, std::string_view
       else if (t != DType::kQ8_0)
         t = DType::kQ6_K;
     } else if (contains(name, "attn_v.weight")) {
+      if (m == "Q2_K") t = shape.gqa >= 4 ? DType::kQ4_K : DType::kQ3_K;
+      if (m == "Q2_K_S" && shape.gqa >= 4) t = DType::kQ4_K;
       if (m == "Q3_K_M") t = layer < 2 ? DType::kQ5_K : DType::kQ4_K;
       if (m == "Q3_K_L") t = DType::kQ5_K;
       if ((m == "IQ4_NL" || m == "IQ4_XS") && shape.gqa >= 4) t = DType::kQ5_K;
@@ -114,10 +118,13 @@ DType tensor_type(const QuantMix& mix, const ModelShape& shape, std::string_view
     } else if (contains(name, "attn_k.weight")) {
       if (shape.num_experts == 8) t = DType::kQ8_0;
     } else if (contains(name, "attn_output.weight")) {
-      if (shape.num_experts == 8 && (m == "Q3_K_M" || m == "Q3_K_L")) t = DType::kQ5_K;
+      if (shape.num_experts == 8 && (m == "Q2_K" || m == "Q3_K_M" || m == "Q3_K_L")) t = DType::kQ5_K;
+      if (shape.num_experts != 8 && m == "Q2_K") t = DType::kQ3_K;
       if (shape.num_experts != 8 && m == "Q3_K_M") t = DType::kQ4_K;
       if (shape.num_experts != 8 && m == "Q3_K_L") t = DType::kQ5_K;
     } else if (contains(name, "ffn_down")) {
+      if (m == "Q2_K") t = DType::kQ3_K;
+      if (m == "Q2_K_S" && layer < n / 8) t = DType::kQ4_K;
       if (m == "Q3_K_M") t = layer < n / 16 ? DType::kQ5_K : DType::kQ4_K;
       if (m == "Q3_K_L") t = DType::kQ5_K;
       if ((m == "IQ4_NL" || m == "IQ4_XS") && layer < n / 8 && !shape.has_imatrix) t = DType::kQ5_K;

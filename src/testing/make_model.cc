@@ -134,8 +134,8 @@ constexpr Preset kPresets[] = {
 };
 
 constexpr DType kMakeModelDTypes[] = {
-    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,
-    DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS,
+    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
+    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ2_K,
 };
 
 bool is_quantized(DType t) { return dtype_block_size(t) > 1; }
@@ -471,6 +471,7 @@ uint32_t llama_file_type(DType t) {
     case DType::kQ5_K: return 17;  // Q5_K_M
     case DType::kQ6_K: return 18;
     case DType::kQ3_K: return 12;  // Q3_K_M
+    case DType::kQ2_K: return 10;
     case DType::kIQ4_NL: return 25;
     case DType::kIQ4_XS: return 30;
     case DType::kBF16: return 32;

@@ -208,7 +208,7 @@ TEST_P(MatmulIsaTest, EveryIsaMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulIsaTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
-                                           DType::kQ6_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS),
+                                           DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Random awkward shapes (any number of blocks, row counts that are not
@@ -216,7 +216,7 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulIsaTest,
 // scalar path (quantized: the same integer algorithm) and the reference.
 TEST(MatmulIsa, RandomShapesEveryIsa) {
   constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-                              DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                              DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ2_K};
   const uint32_t seed = 20240613;
   std::printf("[ seed ] %u\n", seed);
   std::mt19937 rng(seed);

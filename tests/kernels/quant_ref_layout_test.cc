@@ -196,6 +196,37 @@ TEST(QuantLayout, Q6_KElementOrderAndSignedScales) {
   }
 }
 
+// Q2_K decoded the way GGML's dequantize_row_q2_K walks it (two halves of
+// 128, four 2-bit shifts, 16 elements from qs[0..16) then 16 from
+// qs[16..32), one scale byte each) agrees with the reference on random bytes.
+TEST(QuantLayout, Q2_KMatchesGgmlLoopOrder) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    BlockQ2_K b;
+    for (auto& v : b.scales) v = static_cast<uint8_t>(rng());
+    for (auto& v : b.qs) v = static_cast<uint8_t>(rng());
+    b.d = fp32_to_fp16(0.01f * static_cast<float>(1 + rng() % 100));
+    b.dmin = fp32_to_fp16(0.003f * static_cast<float>(rng() % 100));
+    const auto y = decode(DType::kQ2_K, b);
+    const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+    std::vector<float> want;
+    const uint8_t* q = b.qs;
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t sc = b.scales[is++];
+          const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+          for (int l = 0; l < 16; ++l) want.push_back(dl * static_cast<float>((q[16 * half + l] >> shift) & 3) - ml);
+        }
+      }
+      q += 32;
+    }
+    ASSERT_EQ(want.size(), y.size());
+    for (int e = 0; e < 256; ++e) EXPECT_EQ(y[e], want[e]) << "trial " << trial << " element " << e;
+  }
+}
+
 TEST(QuantLayout, Q6_KScaleIsLastTwoBytes) {
   BlockQ6_K b;
   std::memset(&b, 0, sizeof(b));

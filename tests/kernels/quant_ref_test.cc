@@ -33,7 +33,7 @@ const Budget kBudgets[] = {
     {DType::kF32, 0.0, 0.0},        {DType::kF16, 0.0003, 0.0005}, {DType::kBF16, 0.0025, 0.0040},
     {DType::kQ8_0, 0.0075, 0.0045}, {DType::kQ4_0, 0.095, 0.1265}, {DType::kQ4_1, 0.088, 0.0700},
     {DType::kQ5_0, 0.055, 0.0635},  {DType::kQ5_1, 0.043, 0.0340}, {DType::kQ4_K, 0.080, 0.0950},
-    {DType::kQ5_K, 0.040, 0.0560},  {DType::kQ6_K, 0.019, 0.0200},
+    {DType::kQ5_K, 0.040, 0.0560},  {DType::kQ6_K, 0.019, 0.0200}, {DType::kQ2_K, 0.300, 0.35},
 };
 
 std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {

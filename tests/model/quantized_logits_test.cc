@@ -106,7 +106,9 @@ std::vector<float> logits_for(const gguf::GGUFFile& file, const std::vector<int3
 }
 
 // Q3_K runs as Q6_K (kernels/transcode.h): activations in 256-blocks.
-bool is_k_quant(DType t) { return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ3_K; }
+bool is_k_quant(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ3_K || t == DType::kQ2_K;
+}
 
 // Relative RMS logit error allowed against the dequantized-F32 model.
 //
@@ -174,7 +176,7 @@ TEST_P(QuantizedLogits, MatchesF32ForwardOverDequantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedLogits,
                          ::testing::Values(DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_0,
                                            DType::kQ5_1, DType::kQ5_K, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
-                                           DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS),
+                                           DType::kQ3_K, DType::kQ2_K, DType::kIQ4_NL, DType::kIQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

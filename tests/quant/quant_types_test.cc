@@ -30,7 +30,10 @@ TEST(QuantTypes, ParsesNamesAndAliases) {
   auto bad = parse_quant_mix("q7_z");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("unknown quantization type 'q7_z'"), std::string::npos);
-  auto later = parse_quant_mix("q2_k");
+  EXPECT_EQ(mix("q2_k").ftype, 10u);
+  EXPECT_EQ(mix("Q2_K_S").ftype, 21u);
+  EXPECT_EQ(mix("q2_k").base, DType::kQ2_K);
+  auto later = parse_quant_mix("iq3_m");
   ASSERT_FALSE(later.is_ok());
   EXPECT_NE(later.status().message().find("not supported yet"), std::string::npos);
 }

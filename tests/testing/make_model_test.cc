@@ -82,7 +82,8 @@ TEST(MakeModelConfig, PresetsAndDTypes) {
 
   EXPECT_EQ(make_model_dtype("Q4_K").value(), DType::kQ4_K);
   EXPECT_EQ(make_model_dtype("bf16").value(), DType::kBF16);
-  EXPECT_FALSE(make_model_dtype("q2_k").is_ok());
+  EXPECT_EQ(make_model_dtype("q2_k").value(), DType::kQ2_K);
+  EXPECT_FALSE(make_model_dtype("iq2_xs").is_ok());
   EXPECT_FALSE(make_model_dtype("int4").is_ok());
   EXPECT_EQ(llama_file_type(DType::kQ4_K), 15u);
   EXPECT_EQ(llama_file_type(DType::kBF16), 32u);

@@ -21,6 +21,7 @@ int wkind_of(DType type, bool row_scaled) {
     case DType::kQ4_K: return static_cast<int>(WKind::kQ4_K);
     case DType::kQ5_K: return static_cast<int>(WKind::kQ5_K);
     case DType::kQ6_K: return static_cast<int>(WKind::kQ6_K);
+    case DType::kQ2_K: return static_cast<int>(WKind::kQ2_K);
     default: return -1;
   }
 }
@@ -32,7 +33,8 @@ ActFormat act_format_of(WKind kind) {
     case WKind::kBF16: return ActFormat::kFloat;
     case WKind::kQ4_K:
     case WKind::kQ5_K:
-    case WKind::kQ6_K: return ActFormat::kQ8_K;
+    case WKind::kQ6_K:
+    case WKind::kQ2_K: return ActFormat::kQ8_K;
     case WKind::kQ8_0R: return ActFormat::kQ8_Row;
     default: return ActFormat::kQ8_32;
   }

@@ -159,6 +159,29 @@ void pack_group_q6_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   }
 }
 
+void pack_group_q2_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
+  for (int64_t b = 0; b < nsb; ++b) {
+    uint8_t* q = out + b * kPackQ2KQuants;
+    uint8_t* meta = out + nsb * kPackQ2KQuants + b * kPackQ2KMeta;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ2_K*>(rows[r])[b];
+      auto level = [&](int e) { return (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; };
+      for (int k = 0; k < 16; ++k)
+        for (int j = 0; j < 4; ++j) {
+          uint8_t v = 0;
+          for (int i = 0; i < 4; ++i) v = static_cast<uint8_t>(v | (level(16 * k + 4 * i + j) << (2 * i)));
+          q[64 * k + 4 * r + j] = v;
+        }
+      std::memcpy(meta + 2 * r, &blk.d, 2);
+      std::memcpy(meta + 32 + 2 * r, &blk.dmin, 2);
+      for (int k = 0; k < 16; ++k) {
+        meta[64 + 16 * k + r] = blk.scales[k] & 0xF;
+        meta[320 + 32 * (k / 2) + 2 * r + k % 2] = blk.scales[k] >> 4;
+      }
+    }
+  }
+}
+
 void pack_group_float(const uint8_t* const* rows, int64_t n_in, int eb, uint8_t* out) {
   for (int64_t k = 0; k < n_in; ++k)
     for (int r = 0; r < kPackRows; ++r) std::memcpy(out + (k * kPackRows + r) * eb, rows[r] + k * eb, eb);
@@ -177,6 +200,7 @@ bool packable(WKind kind) {
     case WKind::kQ5_1:
     case WKind::kQ8_0:
     case WKind::kQ8_0R:
+    case WKind::kQ2_K:
     case WKind::kQ4_K:
     case WKind::kQ5_K:
     case WKind::kQ6_K: return true;
@@ -193,6 +217,7 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kQ5_1: return nb * (kQ4Bytes + 64 + 2 * kScaleBytes);
     case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
     case WKind::kQ8_0R: return nb * kQ8Bytes + kPackRows * sizeof(float);
+    case WKind::kQ2_K: return static_cast<size_t>(n_in / 256) * (kPackQ2KQuants + kPackQ2KMeta);
     case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
     case WKind::kQ5_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + 8 * 64 + kPackQ4KMeta);
     case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
@@ -226,6 +251,7 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
       case WKind::kQ4_K: pack_group_k45<ref::BlockQ4_K>(rows, n_in / 256, dst); break;
       case WKind::kQ5_K: pack_group_k45<ref::BlockQ5_K>(rows, n_in / 256, dst); break;
       case WKind::kQ6_K: pack_group_q6_k(rows, n_in / 256, dst); break;
+      case WKind::kQ2_K: pack_group_q2_k(rows, n_in / 256, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }
   }

@@ -33,6 +33,11 @@
 //         then scales [16][16 rows] i8 and d[16] f16; q kept 0..63 (the -32
 //         goes through the activation sums).
 //                                                        (210 bytes/row/256)
+//   Q2_K: quants [nsb][16 sub-blocks][16 rows][4 bytes] (bits 2i, 2i+1 of
+//         byte j = element 4i+j of the 16-element sub-block); then per
+//         super-block d[16] f16, dmin[16] f16, scales [16][16 rows] u8 and
+//         mins [8 pairs][16 rows][2] u8 (sub-blocks 2p, 2p+1 adjacent).
+//                                                        (100 bytes/row/256)
 //   F32 / F16 / BF16: [n_in][16 rows], the element type unchanged.
 #pragma once
 
@@ -56,6 +61,9 @@ constexpr int kPackQ4KMeta = 320;  // d 32, dmin 32, scales 128, mins 128
 constexpr int kPackQ6KLow = 2048;
 constexpr int kPackQ6KHigh = 1024;
 constexpr int kPackQ6KMeta = 288;  // scales 256, d 32
+// Q2_K group layout (bytes, per super-block): quants, then meta.
+constexpr int kPackQ2KQuants = 1024;
+constexpr int kPackQ2KMeta = 576;  // d 32, dmin 32, scales 256, mins 256
 
 // Whether `kind` has a packed layout at all.
 bool packable(WKind kind);

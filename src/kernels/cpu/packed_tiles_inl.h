@@ -340,6 +340,81 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
+// Q2_K: each 16-element sub-block is one 64-byte vector (4 k-steps of 2-bit
+// values, k-step i in bits 2i..2i+1), an exact integer dot from zero times
+// its 4-bit scale; the mins term -dmin * dx * sum_k m[k] * sum(x of
+// sub-block k) through vpdpwssd on (m[2p], m[2p+1]) pairs, as Q4_K's.
+template <int RG, int T>
+void tile_q2_k(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nsb = a.n_in / 256;
+  const uint8_t* q[RG];
+  const uint8_t* meta[RG];
+  for (int r = 0; r < RG; ++r) {
+    q[r] = a.wp + (g + r) * a.group_bytes;
+    meta[r] = q[r] + nsb * kPackQ2KQuants;
+  }
+  const KActs<T> acts(a, t0);
+  const int8_t* const* x = acts.xq;
+  const float* const* xd = acts.xd;
+  const int16_t* const* bs = acts.bs;
+  const VI m2 = V::set1_i8(0x03);
+  VF acc[RG][T];
+  fill(acc, V::zero_f());
+  for (int64_t b = 0; b < nsb; ++b) {
+    // |sum| < 16 sub-blocks x 15 x 16 x 3 x 127 < 2^21.
+    VI isb[RG][T];
+    fill(isb, V::zero_i());
+    for (int j = 0; j < 16; ++j) {
+      VI raw[RG];
+      for (int r = 0; r < RG; ++r) raw[r] = V::load_i(q[r] + (b * 16 + j) * 64);
+      VI is[RG][T];
+      fill(is, V::zero_i());
+      auto step = [&](auto ic) {
+        constexpr int i = decltype(ic)::value;
+        VI w[RG];
+        for (int r = 0; r < RG; ++r) w[r] = V::and_i(i == 0 ? raw[r] : V::srli16(raw[r], 2 * i), m2);
+        for (int t = 0; t < T; ++t) {
+          const VI xv = bcast32(x[t] + 256 * b + 16 * j + 4 * i);
+          for (int r = 0; r < RG; ++r) is[r][t] = V::dot_u8s8(is[r][t], w[r], xv);
+        }
+      };
+      step(std::integral_constant<int, 0>{});
+      step(std::integral_constant<int, 1>{});
+      step(std::integral_constant<int, 2>{});
+      step(std::integral_constant<int, 3>{});
+      for (int r = 0; r < RG; ++r) {
+        const VI sc = V::u8x16_to_i32(meta[r] + b * kPackQ2KMeta + 64 + 16 * j);
+        for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+      }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const VF dv = V::load_f16(meta[r] + b * kPackQ2KMeta);
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+    }
+    VI ms[RG][T];
+    fill(ms, V::zero_i());
+    for (int p = 0; p < 8; ++p) {
+      VI mv[RG];
+      for (int r = 0; r < RG; ++r) mv[r] = V::u8x32_to_i16(meta[r] + b * kPackQ2KMeta + 320 + 32 * p);
+      for (int t = 0; t < T; ++t) {
+        const int16_t* s = bs[t] + 16 * b + 2 * p;
+        const auto lo = static_cast<uint16_t>(s[0]);
+        const auto hi = static_cast<uint16_t>(s[1]);
+        const VI pair = V::set1_i32(static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16)));
+        for (int r = 0; r < RG; ++r) ms[r][t] = V::dot_s16(ms[r][t], mv[r], pair);
+      }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const VF dmin = V::load_f16(meta[r] + b * kPackQ2KMeta + 32);
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fnmadd(V::cvt_i_f(ms[r][t]), V::mul(dmin, V::set1_f(xd[t][b])), acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
+}
+
 struct LdF32 {
   static constexpr int kBytes = 4;
   static VF load(const uint8_t* p) { return V::load_f(reinterpret_cast<const float*>(p)); }
@@ -452,6 +527,10 @@ struct KQ5_K {
 template <int RG, int T>
 struct KQ6_K {
   static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ2_K {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q2_k<RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KF32 {

@@ -68,6 +68,15 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// 16 sub-blocks of 16: x = d * sc * q - dmin * m, q 2 bits, sc and m 4 bits
+// (scales[j] = sc | m << 4). Element e = 128 n + 32 k + l (l < 32) is bits
+// 2k..2k+1 of qs[32 n + l]; sub-block e / 16.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
 // 16 sub-blocks of 16: x = d * (scale - 32) * (q - 4), q 3 bits (2 in qs,
 // the third in hmask: element j's is bit j / 32 of hmask[j % 32]), 6-bit
 // scales packed in 12 bytes (low nibbles, then 2-bit highs).
@@ -96,6 +105,7 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -124,6 +134,7 @@ PAGODA_BLOCK_TRAITS(BlockQ4_K, kQ4_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ5_K, kQ5_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ6_K, kQ6_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockQ3_K, kQ3_K, kQK_K);
+PAGODA_BLOCK_TRAITS(BlockQ2_K, kQ2_K, kQK_K);
 PAGODA_BLOCK_TRAITS(BlockIQ4_NL, kIQ4_NL, kQK4_NL);
 PAGODA_BLOCK_TRAITS(BlockIQ4_XS, kIQ4_XS, kQK_K);
 #undef PAGODA_BLOCK_TRAITS
@@ -152,6 +163,7 @@ void dequantize_block(const BlockQ4_K& b, float* dst);
 void dequantize_block(const BlockQ5_K& b, float* dst);
 void dequantize_block(const BlockQ6_K& b, float* dst);
 void dequantize_block(const BlockQ3_K& b, float* dst);
+void dequantize_block(const BlockQ2_K& b, float* dst);
 void dequantize_block(const BlockIQ4_NL& b, float* dst);
 void dequantize_block(const BlockIQ4_XS& b, float* dst);
 
@@ -168,6 +180,7 @@ void quantize_block(const float* src, const float* w, BlockQ4_K* b);
 void quantize_block(const float* src, const float* w, BlockQ5_K* b);
 void quantize_block(const float* src, const float* w, BlockQ6_K* b);
 void quantize_block(const float* src, const float* w, BlockQ3_K* b);
+void quantize_block(const float* src, const float* w, BlockQ2_K* b);
 void quantize_block(const float* src, const float* w, BlockIQ4_NL* b);
 void quantize_block(const float* src, const float* w, BlockIQ4_XS* b);
 
@@ -183,6 +196,7 @@ void set_levels(BlockQ4_K* b, const int* levels);
 void set_levels(BlockQ5_K* b, const int* levels);
 void set_levels(BlockQ6_K* b, const int* levels);
 void set_levels(BlockQ3_K* b, const int* levels);  // 0..7 (the value is q - 4)
+void set_levels(BlockQ2_K* b, const int* levels);  // 0..3
 
 // The 16 signed sub-block scales of a Q3_K block (scale - 32, -32..31), and back.
 void get_scales_q3_k(const BlockQ3_K& b, int8_t* scales);

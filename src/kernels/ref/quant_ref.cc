@@ -87,6 +87,7 @@ bool visit_block_type(DType type, Fn&& fn) {
     case DType::kQ5_K: fn.template operator()<BlockQ5_K>(); return true;
     case DType::kQ6_K: fn.template operator()<BlockQ6_K>(); return true;
     case DType::kQ3_K: fn.template operator()<BlockQ3_K>(); return true;
+    case DType::kQ2_K: fn.template operator()<BlockQ2_K>(); return true;
     case DType::kIQ4_NL: fn.template operator()<BlockIQ4_NL>(); return true;
     case DType::kIQ4_XS: fn.template operator()<BlockIQ4_XS>(); return true;
     default: return false;

@@ -1,4 +1,4 @@
-// Reference dequantize/quantize for the K-quants Q4_K, Q5_K and Q6_K
+// Reference dequantize/quantize for the K-quants Q2_K, Q4_K, Q5_K and Q6_K
 // (256-element super-blocks). Dequantization is bit-exact with GGML. The
 // quantizers are our own: a per-sub-block least-squares search over a few
 // candidate scales, then the sub-block scales quantized against the
@@ -381,6 +381,59 @@ void quantize_block(const float* src, const float* w, BlockQ6_K* b) {
       const int e = j * kSubK6 + i;
       levels[e] = clamp_round(src[e] * idj, -32, 31) + 32;
     }
+  }
+  set_levels(b, levels);
+}
+
+void dequantize_block(const BlockQ2_K& b, float* dst) {
+  const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+  for (int e = 0; e < kQK_K; ++e) {
+    const int n = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int q = (b.qs[32 * n + l] >> (2 * k)) & 3;
+    const uint8_t sc = b.scales[e / 16];
+    dst[e] = d * static_cast<float>(sc & 0xF) * static_cast<float>(q) - dmin * static_cast<float>(sc >> 4);
+  }
+}
+
+void set_levels(BlockQ2_K* b, const int* levels) {
+  std::memset(b->qs, 0, sizeof(b->qs));
+  for (int e = 0; e < kQK_K; ++e) {
+    const int n = e / 128, k = (e % 128) / 32, l = e % 32;
+    b->qs[32 * n + l] |= static_cast<uint8_t>((levels[e] & 3) << (2 * k));
+  }
+}
+
+// Each 16-element sub-block fitted as s * L - m (L in 0..3), then the 16
+// (s, m) pairs quantized to 4 bits against fp16 d / dmin, then every
+// element re-rounded with the scales it will be decoded with. With only
+// four levels the error weights matter most: |x| (large values kept best,
+// as GGML's Q2_K), times the importance and sqrt(sigma^2 + x^2) with one.
+void quantize_block(const float* src, const float* w, BlockQ2_K* b) {
+  constexpr int kSub = 16;
+  float ew[kQK_K];
+  double sum_x2 = 0;
+  for (int e = 0; e < kQK_K; ++e) sum_x2 += static_cast<double>(src[e]) * src[e];
+  const float sigma2 = static_cast<float>(sum_x2 / kQK_K);
+  for (int e = 0; e < kQK_K; ++e)
+    ew[e] = w ? w[e] * std::sqrt(sigma2 + src[e] * src[e]) : std::fabs(src[e]);
+  AffineFit fits[kQK_K / kSub];
+  float max_s = 0, max_m = 0;
+  for (int j = 0; j < kQK_K / kSub; ++j) {
+    fits[j] = fit_affine(src + j * kSub, ew + j * kSub, kSub, 3);
+    max_s = std::max(max_s, fits[j].s);
+    max_m = std::max(max_m, fits[j].m);
+  }
+  b->d = fp32_to_fp16(max_s / 15);
+  b->dmin = fp32_to_fp16(max_m / 15);
+  const float d = fp16_to_fp32(b->d), dmin = fp16_to_fp32(b->dmin);
+  int levels[kQK_K];
+  for (int j = 0; j < kQK_K / kSub; ++j) {
+    const int sc = d > 0 ? clamp_round(fits[j].s / d, 0, 15) : 0;
+    const int m = dmin > 0 ? clamp_round(fits[j].m / dmin, 0, 15) : 0;
+    b->scales[j] = static_cast<uint8_t>(sc | (m << 4));
+    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+    const float id1 = d1 > 0 ? 1.0f / d1 : 0.0f;
+    for (int i = 0; i < kSub; ++i) levels[j * kSub + i] = clamp_round((src[j * kSub + i] + m1) * id1, 0, 3);
   }
   set_levels(b, levels);
 }
