@@ -23,7 +23,8 @@ std::vector<float> smoothquant_scales(const AwqGroup& g, const std::vector<float
   std::vector<float> s(static_cast<size_t>(ns), 1.0f);
   for (int64_t j = 0; j < ns; ++j) {
     if (!(amax[j] > 0) || !(wmax[j] > 0)) continue;
-    const double v = std::pow(static_cast<double>(amax[j]), alpha) / std::pow(static_cast<double>(wmax[j]), 1.0 - alpha);
+    const double v =
+        std::pow(static_cast<double>(amax[j]), alpha) / std::pow(static_cast<double>(wmax[j]), 1.0 - alpha);
     s[j] = static_cast<float>(std::clamp(v, 1e-4, 1e4));
   }
   return s;

@@ -45,8 +45,7 @@ TEST(SmoothQuant, ScalesFollowThePaper) {
     const std::vector<float> s = smoothquant_scales(g, act, alpha);
     ASSERT_EQ(s.size(), 4u);
     const float wmax[] = {3, 2, 4};
-    for (int j = 0; j < 3; ++j)
-      EXPECT_NEAR(s[j], std::pow(act[j], alpha) / std::pow(wmax[j], 1 - alpha), 1e-6) << j;
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(s[j], std::pow(act[j], alpha) / std::pow(wmax[j], 1 - alpha), 1e-6) << j;
     EXPECT_EQ(s[3], 1.0f);  // no activation: left alone
   }
   // attn_output under GQA: 2 heads of dim 2 share one KV head, so columns
@@ -242,9 +241,10 @@ TEST(SmoothQuant, W8A8FileRunsAndBeatsUnsmoothedW8A8) {
   EXPECT_EQ(n_plain, 14);
   const double e_sq = rel_rms(sq, ref), e_plain = rel_rms(plain, ref), e_isa = rel_rms(sq, sq_scalar);
   const double e_rtn = rel_rms(logits(f.rtn, true), ref);
-  std::printf("[ measured ] relative RMS logit error vs F32: SmoothQuant W8A8 %.5f, unsmoothed W8A8 %.5f, "
-              "Q8_0 (per-block scales) %.5f; packed vs scalar %.2g\n",
-              e_sq, e_plain, e_rtn, e_isa);
+  std::printf(
+      "[ measured ] relative RMS logit error vs F32: SmoothQuant W8A8 %.5f, unsmoothed W8A8 %.5f, "
+      "Q8_0 (per-block scales) %.5f; packed vs scalar %.2g\n",
+      e_sq, e_plain, e_rtn, e_isa);
   EXPECT_LT(e_sq, 0.5 * e_plain);
   EXPECT_LT(e_sq, e_rtn);  // per-block activation scales still meet the outliers
   EXPECT_LT(e_sq, 0.05);
