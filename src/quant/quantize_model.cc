@@ -77,7 +77,8 @@ void quantize_shared_scale(const gguf::TensorInfo& t, ThreadPool& pool, std::vec
   out->resize(out_row * static_cast<size_t>(rows));
   const auto* w = reinterpret_cast<const float*>(t.data);
   pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) ref::quantize_row_q8_0_shared_scale(w + r * cols, out->data() + r * out_row, cols);
+    for (int64_t r = r0; r < r1; ++r)
+      ref::quantize_row_q8_0_shared_scale(w + r * cols, out->data() + r * out_row, cols);
   });
 }
 
@@ -274,7 +275,11 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
       char line[256];
       std::snprintf(line, sizeof(line), "[%4d/%4zu] %-32s [%s] %s -> %s%s (%.2f s)", done_count, plans.size(),
                     p.src->name.c_str(), dims_str(p.src->dims).c_str(), std::string(dtype_name(p.src->type)).c_str(),
-                    std::string(dtype_name(p.type)).c_str(), p.gptq ? " gptq" : p.w8a8 ? " w8a8" : "", p.seconds);
+                    std::string(dtype_name(p.type)).c_str(),
+                    p.gptq   ? " gptq"
+                    : p.w8a8 ? " w8a8"
+                             : "",
+                    p.seconds);
       opt.progress(line);
     }
   };
