@@ -414,8 +414,7 @@ void quantize_block(const float* src, const float* w, BlockQ2_K* b) {
   double sum_x2 = 0;
   for (int e = 0; e < kQK_K; ++e) sum_x2 += static_cast<double>(src[e]) * src[e];
   const float sigma2 = static_cast<float>(sum_x2 / kQK_K);
-  for (int e = 0; e < kQK_K; ++e)
-    ew[e] = w ? w[e] * std::sqrt(sigma2 + src[e] * src[e]) : std::fabs(src[e]);
+  for (int e = 0; e < kQK_K; ++e) ew[e] = w ? w[e] * std::sqrt(sigma2 + src[e] * src[e]) : std::fabs(src[e]);
   AffineFit fits[kQK_K / kSub];
   float max_s = 0, max_m = 0;
   for (int j = 0; j < kQK_K / kSub; ++j) {
