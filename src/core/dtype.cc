@@ -10,7 +10,7 @@ constexpr DTypeInfo kInfos[] = {
     {DType::kQ4_0, "q4_0", 32, 18, true},     {DType::kQ4_1, "q4_1", 32, 20, true},
     {DType::kQ5_0, "q5_0", 32, 22, true},     {DType::kQ5_1, "q5_1", 32, 24, true},
     {DType::kQ8_0, "q8_0", 32, 34, true},     {DType::kQ8_1, "q8_1", 32, 36, false},
-    {DType::kQ2_K, "q2_k", 256, 84, true},   {DType::kQ3_K, "q3_k", 256, 110, true},
+    {DType::kQ2_K, "q2_k", 256, 84, true},    {DType::kQ3_K, "q3_k", 256, 110, true},
     {DType::kQ4_K, "q4_k", 256, 144, true},   {DType::kQ5_K, "q5_k", 256, 176, true},
     {DType::kQ6_K, "q6_k", 256, 210, true},   {DType::kQ8_K, "q8_k", 256, 292, false},
     {DType::kI8, "i8", 1, 1, false},          {DType::kI16, "i16", 1, 2, false},
