@@ -28,7 +28,6 @@ void xs_to_q8(const ref::BlockIQ4_XS& b, ref::BlockQ8_0 (*out)[8]) { ref::iq4_xs
 
 std::optional<DType> compute_type(DType stored) {
   switch (stored) {
-    case DType::kQ3_K: return DType::kQ6_K;
     case DType::kIQ4_NL:
     case DType::kIQ4_XS: return DType::kQ8_0;
     default: return std::nullopt;
@@ -39,7 +38,6 @@ void transcode_rows(DType stored, const void* src, void* dst, int64_t n_in, int6
   const int64_t blocks = n_in / dtype_block_size(stored) * rows;
   PAGODA_CHECK(n_in % dtype_block_size(stored) == 0);
   switch (stored) {
-    case DType::kQ3_K: convert_blocks<ref::BlockQ3_K, ref::BlockQ6_K, ref::q3_k_to_q6_k>(src, dst, blocks); return;
     case DType::kIQ4_NL:
       convert_blocks<ref::BlockIQ4_NL, ref::BlockQ8_0, ref::iq4_nl_to_q8_0>(src, dst, blocks);
       return;

@@ -1,6 +1,5 @@
 // Weight types the kernels compute with after a re-encoding at load time:
-// Q3_K as Q6_K (same values, the packed Q6_K kernels; twice the memory of
-// the Q3_K file for those tensors), IQ4_NL as Q8_0 (same values), IQ4_XS as
+// IQ4_NL as Q8_0 (same values), IQ4_XS as
 // Q8_0 (same values up to each 32-block's scale, rounded to fp16: relative
 // error <= 2^-11 of the block's scale).
 #pragma once

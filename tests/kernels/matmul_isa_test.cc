@@ -215,8 +215,9 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulIsaTest,
 // multiples of 16, 1..20 tokens, 1..3 threads) on every ISA against the
 // scalar path (quantized: the same integer algorithm) and the reference.
 TEST(MatmulIsa, RandomShapesEveryIsa) {
-  constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-                              DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ2_K};
+  constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                              DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
+                              DType::kQ6_K, DType::kQ2_K, DType::kQ3_K};
   const uint32_t seed = 20240613;
   std::printf("[ seed ] %u\n", seed);
   std::mt19937 rng(seed);

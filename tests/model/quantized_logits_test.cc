@@ -105,7 +105,7 @@ std::vector<float> logits_for(const gguf::GGUFFile& file, const std::vector<int3
   return logits;
 }
 
-// Q3_K runs as Q6_K (kernels/transcode.h): activations in 256-blocks.
+// The K-quants take activations in 256-blocks.
 bool is_k_quant(DType t) {
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ3_K || t == DType::kQ2_K;
 }

@@ -22,6 +22,7 @@ int wkind_of(DType type, bool row_scaled) {
     case DType::kQ5_K: return static_cast<int>(WKind::kQ5_K);
     case DType::kQ6_K: return static_cast<int>(WKind::kQ6_K);
     case DType::kQ2_K: return static_cast<int>(WKind::kQ2_K);
+    case DType::kQ3_K: return static_cast<int>(WKind::kQ3_K);
     default: return -1;
   }
 }
@@ -34,7 +35,8 @@ ActFormat act_format_of(WKind kind) {
     case WKind::kQ4_K:
     case WKind::kQ5_K:
     case WKind::kQ6_K:
-    case WKind::kQ2_K: return ActFormat::kQ8_K;
+    case WKind::kQ2_K:
+    case WKind::kQ3_K: return ActFormat::kQ8_K;
     case WKind::kQ8_0R: return ActFormat::kQ8_Row;
     default: return ActFormat::kQ8_32;
   }

@@ -201,6 +201,33 @@ float dot_q2_k(const uint8_t* row, const MatmulArgs& a, int64_t t) {
   return sum;
 }
 
+float dot_q3_k(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / kQK_K;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  const float* xd = a.act.d + t * nb;
+  const int16_t* bs = a.act.bsums + t * (a.n_in / kActSumGroup);
+  float sum = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ3_K blk;
+    std::memcpy(&blk, row + b * sizeof(BlockQ3_K), sizeof(BlockQ3_K));
+    int8_t sc[16];
+    get_scales_q3_k(blk, sc);
+    int sumi = 0;
+    for (int k = 0; k < 16; ++k) {
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) {
+        const int e = 16 * k + l;
+        const int low = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const int high = (blk.hmask[e % 32] >> (e / 32)) & 1;
+        dot += (low + 4 * high) * xq[b * kQK_K + e];
+      }
+      sumi += sc[k] * (dot - 4 * bs[b * 16 + k]);
+    }
+    sum += fp16_to_fp32(blk.d) * xd[b] * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 template <class Load>
 float dot_float(const uint8_t* row, const MatmulArgs& a, int64_t t, Load load) {
   const float* x = a.x + t * a.x_stride;
@@ -252,6 +279,7 @@ void register_matmul_scalar(IsaKernels& k) {
   set(WKind::kQ6_K, rows<dot_q6_k>);
   set(WKind::kQ8_0R, rows<dot_q8_0r>);
   set(WKind::kQ2_K, rows<dot_q2_k>);
+  set(WKind::kQ3_K, rows<dot_q3_k>);
 }
 
 }  // namespace pagoda::kernels::cpu

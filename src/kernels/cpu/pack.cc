@@ -159,6 +159,29 @@ void pack_group_q6_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   }
 }
 
+void pack_group_q3_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
+  for (int64_t b = 0; b < nsb; ++b) {
+    uint8_t* low = out + b * kPackQ6KLow;
+    uint8_t* meta = out + nsb * kPackQ6KLow + b * kPackQ6KMeta;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockQ3_K*>(rows[r])[b];
+      auto level = [&](int e) {
+        const int lo = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        return lo + 4 * ((blk.hmask[e % 32] >> (e / 32)) & 1);
+      };
+      for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 4; ++i)
+          for (int jj = 0; jj < 4; ++jj)
+            low[j * 256 + 64 * i + 4 * r + jj] =
+                static_cast<uint8_t>(level(32 * j + 4 * i + jj) | (level(32 * j + 16 + 4 * i + jj) << 4));
+      int8_t sc[16];
+      ref::get_scales_q3_k(blk, sc);
+      for (int k = 0; k < 16; ++k) meta[16 * k + r] = static_cast<uint8_t>(sc[k]);
+      std::memcpy(meta + 256 + 2 * r, &blk.d, 2);
+    }
+  }
+}
+
 void pack_group_q2_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   for (int64_t b = 0; b < nsb; ++b) {
     uint8_t* q = out + b * kPackQ2KQuants;
@@ -201,6 +224,7 @@ bool packable(WKind kind) {
     case WKind::kQ8_0:
     case WKind::kQ8_0R:
     case WKind::kQ2_K:
+    case WKind::kQ3_K:
     case WKind::kQ4_K:
     case WKind::kQ5_K:
     case WKind::kQ6_K: return true;
@@ -218,6 +242,7 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kQ8_0: return nb * (kQ8Bytes + kScaleBytes);
     case WKind::kQ8_0R: return nb * kQ8Bytes + kPackRows * sizeof(float);
     case WKind::kQ2_K: return static_cast<size_t>(n_in / 256) * (kPackQ2KQuants + kPackQ2KMeta);
+    case WKind::kQ3_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KMeta);
     case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
     case WKind::kQ5_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + 8 * 64 + kPackQ4KMeta);
     case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
@@ -252,6 +277,7 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
       case WKind::kQ5_K: pack_group_k45<ref::BlockQ5_K>(rows, n_in / 256, dst); break;
       case WKind::kQ6_K: pack_group_q6_k(rows, n_in / 256, dst); break;
       case WKind::kQ2_K: pack_group_q2_k(rows, n_in / 256, dst); break;
+      case WKind::kQ3_K: pack_group_q3_k(rows, n_in / 256, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }
   }

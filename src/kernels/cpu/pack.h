@@ -33,6 +33,9 @@
 //         then scales [16][16 rows] i8 and d[16] f16; q kept 0..63 (the -32
 //         goes through the activation sums).
 //                                                        (210 bytes/row/256)
+//   Q3_K: the levels 0..7 (value + 4) as Q6_K's low-nibble region, then
+//         scales [16][16 rows] i8 (-32..31) and d[16] f16 (Q6_K's meta).
+//                                                        (146 bytes/row/256)
 //   Q2_K: quants [nsb][16 sub-blocks][16 rows][4 bytes] (bits 2i, 2i+1 of
 //         byte j = element 4i+j of the 16-element sub-block); then per
 //         super-block d[16] f16, dmin[16] f16, scales [16][16 rows] u8 and

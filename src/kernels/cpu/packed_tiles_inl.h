@@ -275,8 +275,10 @@ inline VI q6_high(VI h) {
 
 // Q6_K: each 16-element half of a sub-block is 4 k-steps accumulated from
 // -32 * sum(x) (the Q8_K block sums), then scaled by d * sc * dx.
-template <int RG, int T>
-void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
+// Q3_K (kSix false): the same without the high bits, from -4 * sum(x).
+template <bool kSix, int RG, int T>
+void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
+  constexpr int kOffset = kSix ? -32 : -4;
   const int64_t nsb = a.n_in / 256;
   const uint8_t* low[RG];
   const uint8_t* high[RG];
@@ -284,7 +286,7 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int r = 0; r < RG; ++r) {
     low[r] = a.wp + (g + r) * a.group_bytes;
     high[r] = low[r] + nsb * kPackQ6KLow;
-    meta[r] = high[r] + nsb * kPackQ6KHigh;
+    meta[r] = high[r] + (kSix ? nsb * kPackQ6KHigh : 0);
   }
   const KActs<T> acts(a, t0);
   const int8_t* const* x = acts.xq;
@@ -302,18 +304,22 @@ void tile_q6_k(const MatmulArgs& a, int64_t g, int64_t t0) {
       for (int half = 0; half < 2; ++half) {
         VI is[RG][T];
         for (int t = 0; t < T; ++t) {
-          const VI init = V::set1_i32(-32 * bs[t][16 * b + 2 * j + half]);
+          const VI init = V::set1_i32(kOffset * bs[t][16 * b + 2 * j + half]);
           for (int r = 0; r < RG; ++r) is[r][t] = init;
         }
-        VI h[RG];
-        for (int r = 0; r < RG; ++r) h[r] = V::load_i(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
+        [[maybe_unused]] VI h[RG];
+        if constexpr (kSix)
+          for (int r = 0; r < RG; ++r) h[r] = V::load_i(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
         auto step = [&](auto ic) {
           constexpr int i = decltype(ic)::value;
           VI w[RG];
           for (int r = 0; r < RG; ++r) {
             const VI raw = V::load_i(low[r] + b * kPackQ6KLow + j * 256 + 64 * i);
             const VI nib = half == 0 ? V::and_i(raw, m4) : V::and_i(V::srli16(raw, 4), m4);
-            w[r] = V::or_i(nib, q6_high<i>(h[r]));
+            if constexpr (kSix)
+              w[r] = V::or_i(nib, q6_high<i>(h[r]));
+            else
+              w[r] = nib;
           }
           for (int t = 0; t < T; ++t) {
             const VI xv = bcast32(x[t] + 256 * b + 32 * j + 16 * half + 4 * i);
@@ -526,7 +532,11 @@ struct KQ5_K {
 };
 template <int RG, int T>
 struct KQ6_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q6_k<RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<true, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KQ3_K {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<false, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ2_K {

@@ -1,7 +1,7 @@
 // Reference dequantize/quantize for Q3_K and IQ4_NL (layouts bit-exact with
-// GGML; the quantizers are our own searches), and their lossless
-// re-encodings as Q6_K / Q8_0 blocks, which the run-time kernels compute
-// with (model loading converts; see kernels/transcode.h).
+// GGML; the quantizers are our own searches), and IQ4's re-encodings as
+// Q8_0 blocks, which the run-time kernels compute with (model loading
+// converts; see kernels/transcode.h). Q3_K has packed kernels of its own.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -140,22 +140,6 @@ void quantize_block(const float* src, const float* w, BlockQ3_K* b) {
   }
   set_scales_q3_k(b, sc);
   set_levels(b, levels);
-}
-
-void q3_k_to_q6_k(const BlockQ3_K& b, BlockQ6_K* out) {
-  int8_t sc[16];
-  get_scales_q3_k(b, sc);
-  int levels[kQK_K];
-  for (int e = 0; e < kQK_K; ++e) {
-    const int half = e / 128, k = (e % 128) / 32, i = e % 32;
-    const int low = (b.qs[32 * half + i] >> (2 * k)) & 3;
-    const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
-    levels[e] = low + 4 * high - 4 + 32;
-  }
-  std::memset(out, 0, sizeof(*out));
-  out->d = b.d;
-  std::memcpy(out->scales, sc, sizeof(sc));
-  set_levels(out, levels);
 }
 
 void dequantize_block(const BlockIQ4_NL& b, float* dst) {
