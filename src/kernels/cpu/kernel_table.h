@@ -54,7 +54,23 @@ using RowsFn = void (*)(const MatmulArgs& args, int64_t r0, int64_t r1);
 // run against per-token int8 activations (ActFormat::kQ8_Row): the whole
 // row is one int32 dot (exact while n_in <= kMaxRowScaledIn) and one float
 // multiply by row scale x token scale.
-enum class WKind { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K, kQ8_0R, kQ2_K, kQ3_K, kCount };
+enum class WKind {
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kQ8_0R,
+  kQ2_K,
+  kQ3_K,
+  kCount
+};
 constexpr int kNumWKinds = static_cast<int>(WKind::kCount);
 // |sum of n_in products of int8 in [-127, 127]| < 2^31 for n_in up to 2^17;
 // the int32 accumulators may wrap in between (two's complement), the end
