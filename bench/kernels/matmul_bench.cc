@@ -126,8 +126,9 @@ struct Shape {
   int64_t n_in, n_out;
 };
 constexpr Shape kShapes[] = {{2048, 2048}, {2048, 256}, {2048, 5632}, {5632, 2048}, {2048, 32000}};
-constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-                            DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,   DType::kQ4_0,
+                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K,   DType::kQ5_K,
+                            DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 int register_all() {
   struct Kind {

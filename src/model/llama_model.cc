@@ -7,7 +7,6 @@
 
 #include "core/fp16.h"
 #include "kernels/attention.h"
-#include "kernels/transcode.h"
 
 namespace pagoda {
 namespace {
@@ -49,7 +48,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     if (!dtype_info(t->type).supported)
       return unimplemented("tensor '" + name + "' has unsupported type " + std::string(dtype_name(t->type)));
     *out = {t->type, t->data, n_in, n_out};
-    m->transcode(out);
     if (w8a8 && kernels::q8_0_rows_share_scale(*out)) {
       out->row_scaled = true;
       ++m->num_row_scaled_;
@@ -71,7 +69,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     const size_t expert_bytes = dtype_row_bytes(t->type, n_in) * static_cast<size_t>(n_out);
     for (int32_t e = 0; e < cfg.num_experts; ++e) {
       out->push_back({t->type, static_cast<const uint8_t*>(t->data) + e * expert_bytes, n_in, n_out});
-      m->transcode(&out->back());
     }
     return Status::ok();
   };
@@ -154,15 +151,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     }
   }
   return m;
-}
-
-void LlamaModel::transcode(kernels::WeightView* w) {
-  const std::optional<DType> to = kernels::compute_type(w->type);
-  if (!to) return;
-  auto& copy = transcoded_.emplace_back(dtype_row_bytes(*to, w->n_in) * static_cast<size_t>(w->n_out));
-  kernels::transcode_rows(w->type, w->data, copy.data(), w->n_in, w->n_out);
-  w->type = *to;
-  w->data = copy.data();
 }
 
 size_t LlamaModel::weight_bytes() const {

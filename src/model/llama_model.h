@@ -106,9 +106,6 @@ class LlamaModel {
   // kv_window queries; H2O: by accumulated score, the last kv_window
   // kept) and moves them, in order, to the first compress_to slots.
   void apply_kv_policies(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il, float scale) const;
-  // Q3_K / IQ4_NL matrices: re-encoded into the type the kernels compute
-  // with (kernels/transcode.h), kept in transcoded_.
-  void transcode(kernels::WeightView* w);
   // gate[i] = act(gate[i], up[i]) with the model's FFN activation.
   void activate(float* gate, const float* up, int64_t n) const;
   // ws_.x += MoE FFN of ws_.h (normed input) over n tokens.
@@ -125,7 +122,6 @@ class LlamaModel {
   kernels::RopeParams rope_global_, rope_local_;  // global and sliding-window layers
   std::vector<Layer> layers_;
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
-  std::vector<std::vector<uint8_t>> transcoded_;
   Workspace ws_;
   int32_t num_row_scaled_ = 0;
   kernels::PackedWeights packed_;

@@ -1,6 +1,5 @@
 // Q3_K and IQ4_NL: the reference round trip within stated bounds, the
-// scale packing, and the lossless re-encoding (IQ4_NL as Q8_0) the run-time
-// kernels compute with (Q3_K has packed kernels of its own).
+// scale packing (the packed kernels of all three: matmul_isa_test).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 
 #include "kernels/ref/blocks.h"
 #include "kernels/ref/quant_ref.h"
-#include "kernels/transcode.h"
 
 namespace pagoda {
 namespace {
@@ -81,50 +79,6 @@ TEST(LowBitTypes, Q3KScalesAndLevelsRoundTrip) {
     ref::dequantize_block(b, y);
     for (int e = 0; e < 256; ++e) ASSERT_EQ(y[e], static_cast<float>(sc[e / 16] * (levels[e] - 4))) << e;
   }
-}
-
-TEST(LowBitTypes, TranscodingIsLossless) {
-  const std::vector<float> x = gaussian(256 * 8, 3);
-  EXPECT_FALSE(kernels::compute_type(DType::kQ3_K).has_value());  // packed kernels of its own
-  for (DType t : {DType::kIQ4_NL}) {
-    const auto to = kernels::compute_type(t);
-    ASSERT_TRUE(to.has_value());
-    const int64_t n = 256, rows = 8;
-    std::vector<uint8_t> q(dtype_row_bytes(t, n) * rows), c(dtype_row_bytes(*to, n) * rows);
-    for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, &x[r * n], q.data() + r * dtype_row_bytes(t, n), n);
-    kernels::transcode_rows(t, q.data(), c.data(), n, rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<float> a(n), b(n);
-      ref::dequantize_row(t, q.data() + r * dtype_row_bytes(t, n), a.data(), n);
-      ref::dequantize_row(*to, c.data() + r * dtype_row_bytes(*to, n), b.data(), n);
-      ASSERT_EQ(a, b) << dtype_name(t) << " row " << r;
-    }
-  }
-  EXPECT_FALSE(kernels::compute_type(DType::kQ4_K).has_value());
-}
-
-// IQ4_XS as Q8_0: the same table values, each 32-block's scale rounded to
-// fp16 once: every element within 2^-11 of its block's largest value.
-TEST(LowBitTypes, Iq4XsTranscodingWithinTheScaleRounding) {
-  const std::vector<float> x = gaussian(256 * 8, 4);
-  const int64_t n = 256 * 8;
-  std::vector<uint8_t> q(dtype_row_bytes(DType::kIQ4_XS, n)), c(dtype_row_bytes(DType::kQ8_0, n));
-  ref::quantize_row(DType::kIQ4_XS, x.data(), q.data(), n);
-  ASSERT_EQ(kernels::compute_type(DType::kIQ4_XS), DType::kQ8_0);
-  kernels::transcode_rows(DType::kIQ4_XS, q.data(), c.data(), n, 1);
-  std::vector<float> a(n), b(n);
-  ref::dequantize_row(DType::kIQ4_XS, q.data(), a.data(), n);
-  ref::dequantize_row(DType::kQ8_0, c.data(), b.data(), n);
-  int exact = 0;
-  for (int64_t blk = 0; blk < n / 32; ++blk) {
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(a[blk * 32 + j]));
-    for (int j = 0; j < 32; ++j) {
-      ASSERT_LE(std::fabs(a[blk * 32 + j] - b[blk * 32 + j]), amax * 0x1p-11f) << blk << " " << j;
-      exact += a[blk * 32 + j] == b[blk * 32 + j];
-    }
-  }
-  EXPECT_GT(exact, 0);
 }
 
 }  // namespace

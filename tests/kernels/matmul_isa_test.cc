@@ -27,7 +27,6 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kernels/ref/quant_ref.h"
-#include "kernels/transcode.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -61,17 +60,6 @@ Problem make_problem(DType type, Shape s, uint32_t seed) {
     for (auto& v : row) v = nd(rng) * 0.05f;
     ref::quantize_row(type, row.data(), p.w.data() + r * rb, s.n_in);
     ref::dequantize_row(type, p.w.data() + r * rb, p.w_deq.data() + r * s.n_in, s.n_in);
-  }
-  // Types the model re-encodes at load (Q3_K, IQ4_NL, IQ4_XS) run as their
-  // compute type, exactly as LlamaModel hands them to matmul.
-  if (const auto to = compute_type(type)) {
-    std::vector<uint8_t> c(dtype_row_bytes(*to, s.n_in) * s.n_out);
-    transcode_rows(type, p.w.data(), c.data(), s.n_in, s.n_out);
-    p.w = std::move(c);
-    p.type = *to;
-    for (int64_t r = 0; r < s.n_out; ++r)
-      ref::dequantize_row(p.type, p.w.data() + r * dtype_row_bytes(p.type, s.n_in), p.w_deq.data() + r * s.n_in,
-                          s.n_in);
   }
   p.x.assign(p.x_stride * s.n_tokens, 1e30f);  // poison the padding
   for (int64_t t = 0; t < s.n_tokens; ++t)

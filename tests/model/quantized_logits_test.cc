@@ -105,9 +105,10 @@ std::vector<float> logits_for(const gguf::GGUFFile& file, const std::vector<int3
   return logits;
 }
 
-// The K-quants take activations in 256-blocks.
+// The K-quants (and IQ4_XS) take activations in 256-blocks.
 bool is_k_quant(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ3_K || t == DType::kQ2_K;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ3_K || t == DType::kQ2_K ||
+         t == DType::kIQ4_XS;
 }
 
 // Relative RMS logit error allowed against the dequantized-F32 model.

@@ -23,6 +23,8 @@ int wkind_of(DType type, bool row_scaled) {
     case DType::kQ6_K: return static_cast<int>(WKind::kQ6_K);
     case DType::kQ2_K: return static_cast<int>(WKind::kQ2_K);
     case DType::kQ3_K: return static_cast<int>(WKind::kQ3_K);
+    case DType::kIQ4_NL: return static_cast<int>(WKind::kIQ4_NL);
+    case DType::kIQ4_XS: return static_cast<int>(WKind::kIQ4_XS);
     default: return -1;
   }
 }
@@ -36,7 +38,8 @@ ActFormat act_format_of(WKind kind) {
     case WKind::kQ5_K:
     case WKind::kQ6_K:
     case WKind::kQ2_K:
-    case WKind::kQ3_K: return ActFormat::kQ8_K;
+    case WKind::kQ3_K:
+    case WKind::kIQ4_XS: return ActFormat::kQ8_K;
     case WKind::kQ8_0R: return ActFormat::kQ8_Row;
     default: return ActFormat::kQ8_32;
   }

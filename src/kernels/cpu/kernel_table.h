@@ -69,6 +69,8 @@ enum class WKind {
   kQ8_0R,
   kQ2_K,
   kQ3_K,
+  kIQ4_NL,
+  kIQ4_XS,
   kCount
 };
 constexpr int kNumWKinds = static_cast<int>(WKind::kCount);

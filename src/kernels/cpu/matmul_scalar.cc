@@ -228,6 +228,44 @@ float dot_q3_k(const uint8_t* row, const MatmulArgs& a, int64_t t) {
   return sum;
 }
 
+float dot_iq4_nl(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / 32;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  const float* xd = a.act.d + t * nb;
+  float sum = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockIQ4_NL blk;
+    std::memcpy(&blk, row + b * sizeof(BlockIQ4_NL), sizeof(BlockIQ4_NL));
+    int dot = 0;
+    for (int j = 0; j < 16; ++j)
+      dot += kIq4nlValues[blk.qs[j] & 0xF] * xq[b * 32 + j] + kIq4nlValues[blk.qs[j] >> 4] * xq[b * 32 + 16 + j];
+    sum += fp16_to_fp32(blk.d) * xd[b] * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+float dot_iq4_xs(const uint8_t* row, const MatmulArgs& a, int64_t t) {
+  const int64_t nb = a.n_in / kQK_K;
+  const int8_t* xq = a.act.qs + t * a.n_in;
+  const float* xd = a.act.d + t * nb;
+  float sum = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockIQ4_XS blk;
+    std::memcpy(&blk, row + b * sizeof(BlockIQ4_XS), sizeof(BlockIQ4_XS));
+    int sumi = 0;
+    for (int k = 0; k < 8; ++k) {
+      const int sc = ((blk.scales_l[k / 2] >> (4 * (k % 2))) & 0xF) | (((blk.scales_h >> (2 * k)) & 3) << 4);
+      const uint8_t* qs = blk.qs + 16 * k;
+      const int8_t* x = xq + b * kQK_K + 32 * k;
+      int dot = 0;
+      for (int j = 0; j < 16; ++j) dot += kIq4nlValues[qs[j] & 0xF] * x[j] + kIq4nlValues[qs[j] >> 4] * x[16 + j];
+      sumi += (sc - 32) * dot;
+    }
+    sum += fp16_to_fp32(blk.d) * xd[b] * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 template <class Load>
 float dot_float(const uint8_t* row, const MatmulArgs& a, int64_t t, Load load) {
   const float* x = a.x + t * a.x_stride;
@@ -280,6 +318,8 @@ void register_matmul_scalar(IsaKernels& k) {
   set(WKind::kQ8_0R, rows<dot_q8_0r>);
   set(WKind::kQ2_K, rows<dot_q2_k>);
   set(WKind::kQ3_K, rows<dot_q3_k>);
+  set(WKind::kIQ4_NL, rows<dot_iq4_nl>);
+  set(WKind::kIQ4_XS, rows<dot_iq4_xs>);
 }
 
 }  // namespace pagoda::kernels::cpu

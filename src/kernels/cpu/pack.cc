@@ -159,6 +159,26 @@ void pack_group_q6_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   }
 }
 
+void pack_group_iq4_xs(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
+  for (int64_t b = 0; b < nsb; ++b) {
+    uint8_t* meta = out + nsb * kPackQ4KQuants + b * kPackIQ4XSMeta;
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto& blk = reinterpret_cast<const ref::BlockIQ4_XS*>(rows[r])[b];
+      for (int k = 0; k < 8; ++k) {
+        uint8_t* q = out + b * kPackQ4KQuants + k * kQ4Bytes;
+        const uint8_t* qs = blk.qs + 16 * k;
+        auto nib = [&](int e) -> int { return e < 16 ? (qs[e] & 0x0F) : (qs[e - 16] >> 4); };
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j)
+            q[64 * i + 4 * r + j] = static_cast<uint8_t>(nib(4 * i + j) | (nib(16 + 4 * i + j) << 4));
+        const int ls = ((blk.scales_l[k / 2] >> (4 * (k % 2))) & 0xF) | (((blk.scales_h >> (2 * k)) & 3) << 4);
+        meta[32 + 16 * k + r] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+      }
+      std::memcpy(meta + 2 * r, &blk.d, 2);
+    }
+  }
+}
+
 void pack_group_q3_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   for (int64_t b = 0; b < nsb; ++b) {
     uint8_t* low = out + b * kPackQ6KLow;
@@ -225,6 +245,8 @@ bool packable(WKind kind) {
     case WKind::kQ8_0R:
     case WKind::kQ2_K:
     case WKind::kQ3_K:
+    case WKind::kIQ4_NL:
+    case WKind::kIQ4_XS:
     case WKind::kQ4_K:
     case WKind::kQ5_K:
     case WKind::kQ6_K: return true;
@@ -243,6 +265,8 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kQ8_0R: return nb * kQ8Bytes + kPackRows * sizeof(float);
     case WKind::kQ2_K: return static_cast<size_t>(n_in / 256) * (kPackQ2KQuants + kPackQ2KMeta);
     case WKind::kQ3_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KMeta);
+    case WKind::kIQ4_NL: return nb * (kQ4Bytes + kScaleBytes);
+    case WKind::kIQ4_XS: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackIQ4XSMeta);
     case WKind::kQ4_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + kPackQ4KMeta);
     case WKind::kQ5_K: return static_cast<size_t>(n_in / 256) * (kPackQ4KQuants + 8 * 64 + kPackQ4KMeta);
     case WKind::kQ6_K: return static_cast<size_t>(n_in / 256) * (kPackQ6KLow + kPackQ6KHigh + kPackQ6KMeta);
@@ -278,6 +302,8 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
       case WKind::kQ6_K: pack_group_q6_k(rows, n_in / 256, dst); break;
       case WKind::kQ2_K: pack_group_q2_k(rows, n_in / 256, dst); break;
       case WKind::kQ3_K: pack_group_q3_k(rows, n_in / 256, dst); break;
+      case WKind::kIQ4_NL: pack_group_legacy<ref::BlockIQ4_NL, false, false>(rows, n_in / 32, dst); break;
+      case WKind::kIQ4_XS: pack_group_iq4_xs(rows, n_in / 256, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }
   }

@@ -33,6 +33,10 @@
 //         then scales [16][16 rows] i8 and d[16] f16; q kept 0..63 (the -32
 //         goes through the activation sums).
 //                                                        (210 bytes/row/256)
+//   IQ4_NL: as Q4_0 (the nibbles index the IQ4 table).
+//   IQ4_XS: quants [nsb][8 sub-blocks] laid out like Q4_0 blocks (2048
+//         bytes per super-block), then per super-block d[16] f16 and
+//         scales [8][16 rows] i8 (scale - 32).             (146 bytes/row/256)
 //   Q3_K: the levels 0..7 (value + 4) as Q6_K's low-nibble region, then
 //         scales [16][16 rows] i8 (-32..31) and d[16] f16 (Q6_K's meta).
 //                                                        (146 bytes/row/256)
@@ -64,6 +68,8 @@ constexpr int kPackQ4KMeta = 320;  // d 32, dmin 32, scales 128, mins 128
 constexpr int kPackQ6KLow = 2048;
 constexpr int kPackQ6KHigh = 1024;
 constexpr int kPackQ6KMeta = 288;  // scales 256, d 32
+// IQ4_XS group layout (bytes, per super-block): quants as Q4_K's, then meta.
+constexpr int kPackIQ4XSMeta = 160;  // d 32, scales 128
 // Q2_K group layout (bytes, per super-block): quants, then meta.
 constexpr int kPackQ2KQuants = 1024;
 constexpr int kPackQ2KMeta = 576;  // d 32, dmin 32, scales 256, mins 256

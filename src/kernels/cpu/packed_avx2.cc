@@ -38,6 +38,8 @@ void register_packed_avx2(IsaKernels& k) {
   set(WKind::kQ6_K, packed_rows<KQ6_K, 1, 4, 2>);
   set(WKind::kQ2_K, packed_rows<KQ2_K, 1, 4, 2>);
   set(WKind::kQ3_K, packed_rows<KQ3_K, 1, 4, 2>);
+  set(WKind::kIQ4_NL, packed_rows<KIQ4_NL, 1, 4, 2>);
+  set(WKind::kIQ4_XS, packed_rows<KIQ4_XS, 1, 4, 2>);
   set(WKind::kF32, packed_rows<KF32, 1, 4, 2>);
   set(WKind::kF16, packed_rows<KF16, 1, 4, 2>);
   set(WKind::kBF16, packed_rows<KBF16, 1, 4, 2>);

@@ -37,6 +37,8 @@ void register_packed_avx512(IsaKernels& k) {
   set(WKind::kQ6_K, packed_rows<KQ6_K, 2, 4, 4>);
   set(WKind::kQ2_K, packed_rows<KQ2_K, 2, 4, 4>);
   set(WKind::kQ3_K, packed_rows<KQ3_K, 2, 4, 4>);
+  set(WKind::kIQ4_NL, packed_rows<KIQ4_NL, 2, 4, 4>);
+  set(WKind::kIQ4_XS, packed_rows<KIQ4_XS, 2, 4, 4>);
   set(WKind::kF32, packed_rows<KF32, 3, 8, 8>);
   set(WKind::kF16, packed_rows<KF16, 3, 8, 8>);
   set(WKind::kBF16, packed_rows<KBF16, 3, 8, 8>);

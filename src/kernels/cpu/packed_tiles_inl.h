@@ -101,6 +101,27 @@ struct PQ8_0 {
   static VI dot(VI acc, VI w, VI x) { return V::dot_q8(acc, w, x); }
 };
 
+// IQ4's non-linear values + 128 (u8), one 128-bit lane of the lookup.
+alignas(16) inline constexpr uint8_t kIq4Lut[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+
+// IQ4_NL: Q4_0's nibbles as indices into kIq4Lut, then Q8_0's dot (values
+// stored + 128).
+struct PIQ4NL {
+  static constexpr int kQBytes = 256;
+  static constexpr int kOffset = V::kQ8Offset;
+  static constexpr bool kMin = false;
+  static void step(const uint8_t* q, int i, VI& w0, VI& w1) {
+    const VI raw = V::load_i(q + 64 * i);
+    const VI m4 = V::set1_i8(0x0F);
+    const VI lut = V::bcast16(kIq4Lut);
+    w0 = V::shuffle8(lut, V::and_i(raw, m4));
+    w1 = V::shuffle8(lut, V::and_i(V::srli16(raw, 4), m4));
+  }
+  static constexpr int off0(int i) { return 4 * i; }
+  static constexpr int off1(int i) { return 16 + 4 * i; }
+  static VI dot(VI acc, VI w, VI x) { return V::dot_q8(acc, w, x); }
+};
+
 template <class P, int RG, int T>
 void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
   const int64_t nb = a.n_in / 32;
@@ -346,6 +367,60 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
 }
 
+// IQ4_XS: each 32-element sub-block an IQ4_NL-style block from
+// kQ8Offset * sum(x of the sub-block) (the Q8_K sums), times its signed
+// scale, one float FMA per super-block.
+template <int RG, int T>
+void tile_iq4_xs(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const int64_t nsb = a.n_in / 256;
+  const uint8_t* q[RG];
+  const uint8_t* meta[RG];
+  for (int r = 0; r < RG; ++r) {
+    q[r] = a.wp + (g + r) * a.group_bytes;
+    meta[r] = q[r] + nsb * kPackQ4KQuants;
+  }
+  const KActs<T> acts(a, t0);
+  const int8_t* const* x = acts.xq;
+  const float* const* xd = acts.xd;
+  const int16_t* const* bs = acts.bs;
+  VF acc[RG][T];
+  fill(acc, V::zero_f());
+  for (int64_t b = 0; b < nsb; ++b) {
+    VI isb[RG][T];
+    fill(isb, V::zero_i());
+    for (int j = 0; j < 8; ++j) {
+      VI is[RG][T];
+      for (int t = 0; t < T; ++t) {
+        const VI init = V::set1_i32(PIQ4NL::kOffset * (bs[t][16 * b + 2 * j] + bs[t][16 * b + 2 * j + 1]));
+        for (int r = 0; r < RG; ++r) is[r][t] = init;
+      }
+      for (int i = 0; i < 4; ++i) {
+        VI w0[RG], w1[RG];
+        for (int r = 0; r < RG; ++r) PIQ4NL::step(q[r] + (b * 8 + j) * PIQ4NL::kQBytes, i, w0[r], w1[r]);
+        for (int t = 0; t < T; ++t) {
+          const VI xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
+          const VI xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
+          for (int r = 0; r < RG; ++r) {
+            is[r][t] = V::dot_q8(is[r][t], w0[r], xa);
+            is[r][t] = V::dot_q8(is[r][t], w1[r], xb);
+          }
+        }
+      }
+      for (int r = 0; r < RG; ++r) {
+        const VI sc = V::i8x16_to_i32(meta[r] + b * kPackIQ4XSMeta + 32 + 16 * j);
+        for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+      }
+    }
+    for (int r = 0; r < RG; ++r) {
+      const VF dv = V::load_f16(meta[r] + b * kPackIQ4XSMeta);
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
+}
+
 // Q2_K: each 16-element sub-block is one 64-byte vector (4 k-steps of 2-bit
 // values, k-step i in bits 2i..2i+1), an exact integer dot from zero times
 // its 4-bit scale; the mins term -dmin * dx * sum_k m[k] * sum(x of
@@ -537,6 +612,14 @@ struct KQ6_K {
 template <int RG, int T>
 struct KQ3_K {
   static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<false, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KIQ4_NL {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PIQ4NL, RG, T>(a, g, t); }
+};
+template <int RG, int T>
+struct KIQ4_XS {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_iq4_xs<RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ2_K {

@@ -82,6 +82,13 @@ struct V {
   static I u8x32_to_i16(const uint8_t* p) {
     return {_mm256_cvtepu8_epi16(load128(p)), _mm256_cvtepu8_epi16(load128(p + 16))};
   }
+  static I bcast16(const uint8_t* p) {
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return {t, t};
+  }
+  static I shuffle8(I table, I idx) {
+    return {_mm256_shuffle_epi8(table.lo, idx.lo), _mm256_shuffle_epi8(table.hi, idx.hi)};
+  }
   static I i8x16_to_i32(const uint8_t* p) {
     return {_mm256_cvtepi8_epi32(load64(p)), _mm256_cvtepi8_epi32(load64(p + 8))};
   }

@@ -72,6 +72,10 @@ struct V {
   static I u8x32_to_i16(const uint8_t* p) {
     return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  static I bcast16(const uint8_t* p) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I shuffle8(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   static I i8x16_to_i32(const uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

@@ -21,7 +21,9 @@
 //     lanes), add_i32, mullo_i32, dot_u8s8(acc, w, x) (sum of 4 u8 x s8
 //     products per int32 lane, w <= 63), dot_q8 with kQ8Offset (Q8_0 stored
 //     as q + 128), dot_s16 (pairs of int16), u8x32_to_i16, i8x16_to_i32,
-//     u8x16_to_i32.
+//     u8x16_to_i32, bcast16 (16 bytes to every 128-bit lane) and
+//     shuffle8(table, idx) (each byte idx < 16 replaced by table[idx] of its
+//     128-bit lane: the IQ4 value lookup).
 // This scalar V has the float and int parts (plain loops the compiler may
 // vectorize for the baseline target) and of the packed dots only load_i,
 // set1_i32, zero_i and dot_q8 (for attention): the scalar ISA multiplies

@@ -202,11 +202,5 @@ void set_levels(BlockQ2_K* b, const int* levels);  // 0..3
 void get_scales_q3_k(const BlockQ3_K& b, int8_t* scales);
 void set_scales_q3_k(BlockQ3_K* b, const int8_t* scales);
 
-// Lossless re-encoding for the run-time kernels: IQ4_NL's values are
-// exactly Q8_0 values (q8 = the table value, same d).
-void iq4_nl_to_q8_0(const BlockIQ4_NL& b, BlockQ8_0* out);
-// IQ4_XS as 8 Q8_0 blocks: exact values except each sub-block's scale
-// d * (scale - 32), rounded to fp16 (relative error <= 2^-11).
-void iq4_xs_to_q8_0(const BlockIQ4_XS& b, BlockQ8_0* out);
 
 }  // namespace pagoda::ref

@@ -1,7 +1,6 @@
 // Reference dequantize/quantize for Q3_K and IQ4_NL (layouts bit-exact with
-// GGML; the quantizers are our own searches), and IQ4's re-encodings as
-// Q8_0 blocks, which the run-time kernels compute with (model loading
-// converts; see kernels/transcode.h). Q3_K has packed kernels of its own.
+// GGML; the quantizers are our own searches). All three have packed
+// kernels of their own (kernels/cpu/pack.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -233,25 +232,5 @@ void quantize_block(const float* src, const float* w, BlockIQ4_XS* b) {
   }
 }
 
-void iq4_xs_to_q8_0(const BlockIQ4_XS& b, BlockQ8_0* out) {
-  const float d = fp16_to_fp32(b.d);
-  for (int ib = 0; ib < 8; ++ib) {
-    const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
-    out[ib].d = fp32_to_fp16(d * static_cast<float>(ls - 32));
-    const uint8_t* qs = b.qs + 16 * ib;
-    for (int j = 0; j < 16; ++j) {
-      out[ib].qs[j] = kIq4nlValues[qs[j] & 0xF];
-      out[ib].qs[j + 16] = kIq4nlValues[qs[j] >> 4];
-    }
-  }
-}
-
-void iq4_nl_to_q8_0(const BlockIQ4_NL& b, BlockQ8_0* out) {
-  out->d = b.d;
-  for (int j = 0; j < kQK4_NL / 2; ++j) {
-    out->qs[j] = kIq4nlValues[b.qs[j] & 0xF];
-    out->qs[j + kQK4_NL / 2] = kIq4nlValues[b.qs[j] >> 4];
-  }
-}
 
 }  // namespace pagoda::ref
