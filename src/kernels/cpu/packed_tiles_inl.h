@@ -102,7 +102,8 @@ struct PQ8_0 {
 };
 
 // IQ4's non-linear values + 128 (u8), one 128-bit lane of the lookup.
-alignas(16) inline constexpr uint8_t kIq4Lut[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+alignas(16) inline constexpr uint8_t kIq4Lut[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                    129, 141, 153, 166, 181, 197, 217, 241};
 
 // IQ4_NL: Q4_0's nibbles as indices into kIq4Lut, then Q8_0's dot (values
 // stored + 128).

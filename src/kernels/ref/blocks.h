@@ -202,5 +202,4 @@ void set_levels(BlockQ2_K* b, const int* levels);  // 0..3
 void get_scales_q3_k(const BlockQ3_K& b, int8_t* scales);
 void set_scales_q3_k(BlockQ3_K* b, const int8_t* scales);
 
-
 }  // namespace pagoda::ref

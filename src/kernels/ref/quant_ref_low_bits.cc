@@ -232,5 +232,4 @@ void quantize_block(const float* src, const float* w, BlockIQ4_XS* b) {
   }
 }
 
-
 }  // namespace pagoda::ref
