@@ -189,8 +189,7 @@ float dot_q2_k(const uint8_t* row, const MatmulArgs& a, int64_t t) {
       int dot = 0;
       for (int l = 0; l < 16; ++l) {
         const int e = 16 * k + l;
-        const int q = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        dot += q * xq[b * kQK_K + e];
+        dot += k_quant_2bits(blk.qs, e) * xq[b * kQK_K + e];
       }
       sumi += (blk.scales[k] & 0xF) * dot;
       summ += (blk.scales[k] >> 4) * bs[b * 16 + k];
@@ -217,7 +216,7 @@ float dot_q3_k(const uint8_t* row, const MatmulArgs& a, int64_t t) {
       int dot = 0;
       for (int l = 0; l < 16; ++l) {
         const int e = 16 * k + l;
-        const int low = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const int low = k_quant_2bits(blk.qs, e);
         const int high = (blk.hmask[e % 32] >> (e / 32)) & 1;
         dot += (low + 4 * high) * xq[b * kQK_K + e];
       }
@@ -254,12 +253,11 @@ float dot_iq4_xs(const uint8_t* row, const MatmulArgs& a, int64_t t) {
     std::memcpy(&blk, row + b * sizeof(BlockIQ4_XS), sizeof(BlockIQ4_XS));
     int sumi = 0;
     for (int k = 0; k < 8; ++k) {
-      const int sc = ((blk.scales_l[k / 2] >> (4 * (k % 2))) & 0xF) | (((blk.scales_h >> (2 * k)) & 3) << 4);
       const uint8_t* qs = blk.qs + 16 * k;
       const int8_t* x = xq + b * kQK_K + 32 * k;
       int dot = 0;
       for (int j = 0; j < 16; ++j) dot += kIq4nlValues[qs[j] & 0xF] * x[j] + kIq4nlValues[qs[j] >> 4] * x[16 + j];
-      sumi += (sc - 32) * dot;
+      sumi += iq4_xs_scale(blk, k) * dot;
     }
     sum += fp16_to_fp32(blk.d) * xd[b] * static_cast<float>(sumi);
   }

@@ -55,29 +55,29 @@ void pack_group_legacy(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
   }
 }
 
-void pack_group_q8_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
-  uint8_t* scales = out + nb * kQ8Bytes;
+// The quant vectors of Q8_0 and W8A8 (q + 128).
+void pack_q8_quants(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* q = out + b * kQ8Bytes;
     for (int r = 0; r < kPackRows; ++r) {
       const auto& blk = reinterpret_cast<const ref::BlockQ8_0*>(rows[r])[b];
       for (int s = 0; s < 8; ++s)
         for (int j = 0; j < 4; ++j) q[64 * s + 4 * r + j] = static_cast<uint8_t>(blk.qs[4 * s + j] + 128);
-      std::memcpy(scales + b * kScaleBytes + 2 * r, &blk.d, 2);
     }
   }
 }
 
+void pack_group_q8_0(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
+  pack_q8_quants(rows, nb, out);
+  uint8_t* scales = out + nb * kQ8Bytes;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kPackRows; ++r)
+      std::memcpy(scales + b * kScaleBytes + 2 * r, &reinterpret_cast<const ref::BlockQ8_0*>(rows[r])[b].d, 2);
+}
+
 // W8A8: Q8_0's quant vectors, then each row's scale (its block 0's) as f32.
 void pack_group_q8_0r(const uint8_t* const* rows, int64_t nb, uint8_t* out) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* q = out + b * kQ8Bytes;
-    for (int r = 0; r < kPackRows; ++r) {
-      const auto& blk = reinterpret_cast<const ref::BlockQ8_0*>(rows[r])[b];
-      for (int s = 0; s < 8; ++s)
-        for (int j = 0; j < 4; ++j) q[64 * s + 4 * r + j] = static_cast<uint8_t>(blk.qs[4 * s + j] + 128);
-    }
-  }
+  pack_q8_quants(rows, nb, out);
   for (int r = 0; r < kPackRows; ++r) {
     uint16_t d;
     std::memcpy(&d, rows[r], 2);
@@ -171,8 +171,7 @@ void pack_group_iq4_xs(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
         for (int i = 0; i < 4; ++i)
           for (int j = 0; j < 4; ++j)
             q[64 * i + 4 * r + j] = static_cast<uint8_t>(nib(4 * i + j) | (nib(16 + 4 * i + j) << 4));
-        const int ls = ((blk.scales_l[k / 2] >> (4 * (k % 2))) & 0xF) | (((blk.scales_h >> (2 * k)) & 3) << 4);
-        meta[32 + 16 * k + r] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+        meta[32 + 16 * k + r] = static_cast<uint8_t>(static_cast<int8_t>(ref::iq4_xs_scale(blk, k)));
       }
       std::memcpy(meta + 2 * r, &blk.d, 2);
     }
@@ -185,10 +184,7 @@ void pack_group_q3_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
     uint8_t* meta = out + nsb * kPackQ6KLow + b * kPackQ6KMeta;
     for (int r = 0; r < kPackRows; ++r) {
       const auto& blk = reinterpret_cast<const ref::BlockQ3_K*>(rows[r])[b];
-      auto level = [&](int e) {
-        const int lo = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        return lo + 4 * ((blk.hmask[e % 32] >> (e / 32)) & 1);
-      };
+      auto level = [&](int e) { return ref::k_quant_2bits(blk.qs, e) + 4 * ((blk.hmask[e % 32] >> (e / 32)) & 1); };
       for (int j = 0; j < 8; ++j)
         for (int i = 0; i < 4; ++i)
           for (int jj = 0; jj < 4; ++jj)
@@ -208,7 +204,7 @@ void pack_group_q2_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
     uint8_t* meta = out + nsb * kPackQ2KQuants + b * kPackQ2KMeta;
     for (int r = 0; r < kPackRows; ++r) {
       const auto& blk = reinterpret_cast<const ref::BlockQ2_K*>(rows[r])[b];
-      auto level = [&](int e) { return (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; };
+      auto level = [&](int e) { return ref::k_quant_2bits(blk.qs, e); };
       for (int k = 0; k < 16; ++k)
         for (int j = 0; j < 4; ++j) {
           uint8_t v = 0;

@@ -13,6 +13,7 @@
 #include "kernels/cpu/pack.h"
 #include "kernels/cpu/register.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/ref/blocks.h"
 
 namespace pagoda::kernels::cpu {
 namespace {

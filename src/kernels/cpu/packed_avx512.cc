@@ -12,6 +12,7 @@
 #include "kernels/cpu/pack.h"
 #include "kernels/cpu/register.h"
 #include "kernels/cpu/simd_avx512.h"
+#include "kernels/ref/blocks.h"
 
 namespace pagoda::kernels::cpu {
 namespace {

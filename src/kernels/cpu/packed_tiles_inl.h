@@ -102,8 +102,11 @@ struct PQ8_0 {
 };
 
 // IQ4's non-linear values + 128 (u8), one 128-bit lane of the lookup.
-alignas(16) inline constexpr uint8_t kIq4Lut[16] = {1,   24,  45,  63,  79,  93,  106, 118,
-                                                    129, 141, 153, 166, 181, 197, 217, 241};
+inline constexpr std::array<uint8_t, 16> kIq4Lut = [] {
+  std::array<uint8_t, 16> t{};
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(ref::kIq4nlValues[i] + 128);
+  return t;
+}();
 
 // IQ4_NL: Q4_0's nibbles as indices into kIq4Lut, then Q8_0's dot (values
 // stored + 128).
@@ -114,7 +117,7 @@ struct PIQ4NL {
   static void step(const uint8_t* q, int i, VI& w0, VI& w1) {
     const VI raw = V::load_i(q + 64 * i);
     const VI m4 = V::set1_i8(0x0F);
-    const VI lut = V::bcast16(kIq4Lut);
+    const VI lut = V::bcast16(kIq4Lut.data());
     w0 = V::shuffle8(lut, V::and_i(raw, m4));
     w1 = V::shuffle8(lut, V::and_i(V::srli16(raw, 4), m4));
   }

@@ -116,6 +116,16 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// The 2-bit field of element e (0..255) in Q2_K's and Q3_K's qs: element
+// 128 n + 32 k + l is bits 2k..2k+1 of qs[32 n + l].
+inline int k_quant_2bits(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+// IQ4_XS sub-block k's signed scale (-32..31).
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int k) {
+  return (((b.scales_l[k / 2] >> (4 * (k % 2))) & 0xF) | (((b.scales_h >> (2 * k)) & 3) << 4)) - 32;
+}
+
 // Static description of a block type, for generic row loops.
 template <class Block>
 struct BlockTraits;

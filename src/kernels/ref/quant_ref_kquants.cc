@@ -388,8 +388,7 @@ void quantize_block(const float* src, const float* w, BlockQ6_K* b) {
 void dequantize_block(const BlockQ2_K& b, float* dst) {
   const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
   for (int e = 0; e < kQK_K; ++e) {
-    const int n = e / 128, k = (e % 128) / 32, l = e % 32;
-    const int q = (b.qs[32 * n + l] >> (2 * k)) & 3;
+    const int q = k_quant_2bits(b.qs, e);
     const uint8_t sc = b.scales[e / 16];
     dst[e] = d * static_cast<float>(sc & 0xF) * static_cast<float>(q) - dmin * static_cast<float>(sc >> 4);
   }

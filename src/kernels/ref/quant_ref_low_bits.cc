@@ -103,8 +103,7 @@ void dequantize_block(const BlockQ3_K& b, float* dst) {
   int8_t sc[16];
   get_scales_q3_k(b, sc);
   for (int e = 0; e < kQK_K; ++e) {
-    const int half = e / 128, k = (e % 128) / 32, i = e % 32;
-    const int low = (b.qs[32 * half + i] >> (2 * k)) & 3;
+    const int low = k_quant_2bits(b.qs, e);
     const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
     dst[e] = d * static_cast<float>(sc[e / 16]) * static_cast<float>(low + 4 * high - 4);
   }
@@ -199,8 +198,7 @@ void quantize_block(const float* src, const float* w, BlockIQ4_NL* b) {
 void dequantize_block(const BlockIQ4_XS& b, float* dst) {
   const float d = fp16_to_fp32(b.d);
   for (int ib = 0; ib < 8; ++ib) {
-    const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
-    const float dl = d * static_cast<float>(ls - 32);
+    const float dl = d * static_cast<float>(iq4_xs_scale(b, ib));
     const uint8_t* qs = b.qs + 16 * ib;
     for (int j = 0; j < 16; ++j) {
       dst[32 * ib + j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
