@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/kernel_table.h"
 
@@ -26,7 +27,7 @@ void set_yarn(RopeParams& p, int32_t n_ctx_orig, float ext_factor, float beta_fa
   if (p.freq_scale < 1.0f) p.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
 }
 
-void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
+void rope_angles(int32_t pos, const RopeParams& p, float* cs) {
   const int32_t half = p.rot_dim / 2;
   for (int32_t i = 0; i < half; ++i) {
     double extrap = pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
@@ -37,17 +38,41 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
       const double mix = (1 - std::clamp(y, 0.0, 1.0)) * p.ext_factor;
       theta = theta * (1 - mix) + extrap * mix;
     }
-    const float c = static_cast<float>(std::cos(theta)) * p.mscale;
-    const float s = static_cast<float>(std::sin(theta)) * p.mscale;
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
-      const int32_t a = p.style == RopeStyle::kInterleaved ? 2 * i : i;
-      const int32_t b = p.style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
+    cs[2 * i] = static_cast<float>(std::cos(theta)) * p.mscale;
+    cs[2 * i + 1] = static_cast<float>(std::sin(theta)) * p.mscale;
+  }
+}
+
+void rope_apply(float* x, int32_t n_heads, int32_t head_dim, const float* cs, const RopeParams& p) {
+  const int32_t half = p.rot_dim / 2;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    if (p.style == RopeStyle::kInterleaved) {
+      for (int32_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+      }
+    } else {
+      for (int32_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+      }
     }
   }
+}
+
+void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
+  float cs[1024];  // rot_dim <= head_dim; heads wider than 1024 take the heap
+  std::vector<float> big;
+  float* angles = cs;
+  if (p.rot_dim > 1024) {
+    big.resize(static_cast<size_t>(p.rot_dim));
+    angles = big.data();
+  }
+  rope_angles(pos, p, angles);
+  rope_apply(x, n_heads, head_dim, angles, p);
 }
 
 void geglu(const float* gate, const float* up, float* out, int64_t n) {

@@ -39,6 +39,13 @@ void set_yarn(RopeParams& p, int32_t n_ctx_orig, float ext_factor, float beta_fa
 // Rotates n_heads heads of head_dim at `x` (contiguous) for position pos.
 void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p);
 
+// The two halves of rope(), for callers that rotate several tensors (Q and K,
+// every layer) at one position: rope_angles writes cs[2i] = cos, cs[2i + 1] =
+// sin of pair i (rot_dim floats, mscale applied) — the libm part, once per
+// token and step; rope_apply rotates with them. rope() is exactly the two.
+void rope_angles(int32_t pos, const RopeParams& p, float* cs);
+void rope_apply(float* x, int32_t n_heads, int32_t head_dim, const float* cs, const RopeParams& p);
+
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 

@@ -227,8 +227,9 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       if (l.k_norm)
         for (int32_t h = 0; h < c.num_kv_heads; ++h)
           kernels::rms_norm(k + h * c.head_dim, l.k_norm, k + h * c.head_dim, c.head_dim, c.rms_eps);
-      kernels::rope(q, c.num_heads, c.head_dim, batch.positions[t], rp);
-      kernels::rope(k, c.num_kv_heads, c.head_dim, batch.positions[t], rp);
+      const float* cs = &ws_.rope_cs[sliding ? 1 : 0][t * c.rope_dim];
+      kernels::rope_apply(q, c.num_heads, c.head_dim, cs, rp);
+      kernels::rope_apply(k, c.num_kv_heads, c.head_dim, cs, rp);
       kv.write(il, batch.slots[t], k, v);  // distinct slots: safe in parallel
     }
   });
@@ -343,6 +344,16 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     kernels::get_row(tok_embd_, batch.tokens[t], x);
     if (c.embed_scale > 0)
       for (int32_t i = 0; i < c.hidden_size; ++i) x[i] *= c.embed_scale;
+  }
+  // RoPE angles once per token and step, not per layer and tensor.
+  const bool any_sliding = c.sliding_window > 0 && c.swa_period > 1;
+  for (int k = 0; k < (any_sliding ? 2 : 1); ++k) {
+    auto& cs = ws_.rope_cs[k];
+    if (cs.size() < static_cast<size_t>(n * c.rope_dim)) cs.resize(static_cast<size_t>(n * c.rope_dim));
+    const kernels::RopeParams& rp = k == 1 ? rope_local_ : rope_global_;
+    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) kernels::rope_angles(batch.positions[t], rp, &cs[t * c.rope_dim]);
+    });
   }
 
   for (int32_t il = 0; il < c.num_layers; ++il) {

@@ -94,6 +94,7 @@ class LlamaModel {
     std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;    // MoE
     std::vector<std::vector<std::pair<int64_t, float>>> moe_routed;  // per expert: (token, weight)
     std::vector<int32_t> moe_order;
+    std::vector<float> rope_cs[2];  // RoPE cos/sin per token (kernels::rope_angles): global, local layers
   };
 
   LlamaModel() = default;

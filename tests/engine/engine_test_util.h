@@ -5,11 +5,27 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "engine/engine.h"
 #include "testing/make_model.h"
 
 namespace pagoda::testing_util {
+
+// Removes the model files this process wrote when it exits: ctest runs each
+// test in its own process, so per-pid names would otherwise pile up in /tmp.
+inline void remove_at_exit(const std::string& path) {
+  struct Registry {
+    std::vector<std::string> paths;
+    ~Registry() {
+      std::error_code ec;
+      for (const auto& p : paths) std::filesystem::remove(p, ec);
+    }
+  };
+  static Registry registry;
+  registry.paths.push_back(path);
+}
 
 // Writes (once per process) a tiny random llama model and returns its path.
 inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n_ctx = 4096) {
@@ -28,6 +44,7 @@ inline std::string tiny_model_path(const std::string& preset = "tiny", int64_t n
     opts.num_threads = 1;
     auto plan = make_model(opts, path);
     EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+    remove_at_exit(path);
   }
   return path;
 }
@@ -53,6 +70,7 @@ inline std::string small_model_path(int32_t num_layers, int32_t num_kv_heads, in
     opts.num_threads = 1;
     auto plan = make_model(opts, path);
     EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+    remove_at_exit(path);
   }
   return path;
 }
