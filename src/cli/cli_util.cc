@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -59,6 +60,13 @@ void add_kv_dtype_option(CLI::App& app, std::string* name) {
                  "of f32); q4 (= q4_0, 4-bit: 1/7 of f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8", "q8_0", "q4", "q4_0"}))
       ->capture_default_str();
+}
+
+void add_pack_cache_option(CLI::App& app, std::string* dir) {
+  if (const char* env = std::getenv("PAGODA_PACK_CACHE")) *dir = env;
+  app.add_option("--pack-cache", *dir,
+                 "directory for packed weight copies: the first start writes one per model file (as large as the "
+                 "weights), later starts map it instead of repacking (default $PAGODA_PACK_CACHE, else off)");
 }
 
 DType kv_dtype(const std::string& name) {

@@ -27,6 +27,10 @@ std::string default_model_path();
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
 
+// --pack-cache DIR into *dir (default: $PAGODA_PACK_CACHE, else none): keep
+// the packed weights there so the next start maps them instead of packing.
+void add_pack_cache_option(CLI::App& app, std::string* dir);
+
 // --kv-policy full|streaming|snapkv|h2o, --kv-sinks S, --kv-window W,
 // --kv-budget B: which tokens a sequence keeps in the KV cache
 // (sched/kv_policy.h).

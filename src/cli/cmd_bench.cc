@@ -68,11 +68,14 @@ int bench_model(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON (llama-bench field names)");
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
+  std::string pack_cache;
+  add_pack_cache_option(app, &pack_cache);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   EngineConfig cfg;
   cfg.num_threads = threads;
   cfg.kv_cache_dtype = kv_dtype(kv_type);
+  cfg.pack_cache_dir = pack_cache;
   cfg.sched.max_num_batched_tokens = std::max(n_prompt, 512);
   depth = depth / cfg.block_size * cfg.block_size;  // whole blocks: the prefix cache holds them exactly
   cfg.max_model_len = depth + std::max(n_prompt, n_gen) + 8;
@@ -169,6 +172,8 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
+  std::string pack_cache;
+  add_pack_cache_option(app, &pack_cache);
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
@@ -188,6 +193,7 @@ int bench_throughput(int argc, char** argv) {
   cfg.num_threads = threads;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
+  cfg.pack_cache_dir = pack_cache;
   cfg.swap_space_bytes = preempt == "swap" ? cfg.kv_cache_bytes : 0;
   cfg.block_size = block_size;
   cfg.sched.max_num_seqs = max_seqs;

@@ -22,6 +22,7 @@ RunnerConfig runner_config(const EngineConfig& config) {
   rc.kv_cache_dtype = config.kv_cache_dtype;
   rc.block_size = config.block_size;
   rc.kv_scores = config.sched.kv_policy.h2o();
+  rc.pack_cache_dir = config.pack_cache_dir;
   return rc;
 }
 

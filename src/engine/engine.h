@@ -54,6 +54,9 @@ struct EngineConfig {
   // layer-skip: the layers the draft skips, "1,3" (--skip-layers); empty:
   // the set `pagoda spec tune-skip` stored beside the model.
   std::string skip_layers;
+  // --pack-cache DIR: keep the packed weights there between starts
+  // (kernels::PackCacheSpec); empty: pack at every start.
+  std::string pack_cache_dir;
 };
 
 // --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when

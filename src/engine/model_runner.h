@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct RunnerConfig {
   // after loading (quantization's calibration writes them in place): matmul
   // then reads the weights where they are.
   bool repack = true;
+  // Where packed copies are kept between starts (empty: nowhere).
+  std::string pack_cache_dir;
 };
 
 class ModelRunner {

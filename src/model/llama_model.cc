@@ -1,9 +1,13 @@
 #include "model/llama_model.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <string>
+#include <system_error>
 
 #include "core/fp16.h"
 #include "kernels/attention.h"
@@ -164,8 +168,23 @@ size_t LlamaModel::weight_bytes() const {
   return b;
 }
 
-size_t LlamaModel::repack(ThreadPool& pool) {
+size_t LlamaModel::repack(ThreadPool& pool, const std::string& pack_cache_dir) {
   if (!kernels::repack_enabled()) return 0;
+  kernels::PackCacheSpec cache;
+  if (!pack_cache_dir.empty()) {
+    // The file's identity: where it is and which bytes it holds (size,
+    // modification time, inode). A rewritten model gets a new cache file.
+    std::error_code ec;
+    const std::filesystem::path path = std::filesystem::weakly_canonical(file_->path(), ec);
+    struct stat st {};
+    if (::stat(file_->path().c_str(), &st) == 0) {
+      cache.dir = pack_cache_dir;
+      cache.stem = std::filesystem::path(file_->path()).stem().string();
+      cache.identity = (ec ? file_->path() : path.string()) + "|" + std::to_string(st.st_size) + "|" +
+                       std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + "|" +
+                       std::to_string(st.st_ino) + "|" + std::to_string(st.st_dev);
+    }
+  }
   std::vector<kernels::WeightView*> ws{&output_};
   for (auto& l : layers_) {
     for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
@@ -175,9 +194,12 @@ size_t LlamaModel::repack(ThreadPool& pool) {
   }
   // Each matrix's file pages are released as soon as it is packed: peak
   // resident memory stays near one copy of the weights.
-  const size_t added = packed_.pack(ws.data(), static_cast<int>(ws.size()), pool, [this](const kernels::WeightView& w) {
-    file_->release_pages(w.data, w.row_bytes() * w.n_out);  // every row is in the packed copy
-  });
+  const size_t added = packed_.pack(
+      ws.data(), static_cast<int>(ws.size()), pool,
+      [this](const kernels::WeightView& w) {
+        file_->release_pages(w.data, w.row_bytes() * w.n_out);  // every row is in the packed copy
+      },
+      &cache);
   return added;
 }
 

@@ -62,8 +62,12 @@ class LlamaModel {
   // kernels for (kernels/packed.h); returns the bytes added. Call once,
   // before forward(); a no-op when PAGODA_REPACK=0. Fully packed matrices
   // have their file pages released (GGUFFile::release_pages), so resident
-  // memory holds one copy of them, not two.
-  size_t repack(ThreadPool& pool);
+  // memory holds one copy of them, not two. With pack_cache_dir, a packed
+  // copy kept there from an earlier start of the same file is mapped
+  // instead, or written for the next one (kernels::PackCacheSpec).
+  size_t repack(ThreadPool& pool, const std::string& pack_cache_dir = "");
+  // Whether repack() mapped a pack cache file.
+  bool packed_from_cache() const { return packed_.from_cache(); }
 
  private:
   struct Layer {
