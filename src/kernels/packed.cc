@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -266,7 +267,17 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
   }
   buffers_.emplace_back(arena);
   size_t used = 0;
+  // Progress on a terminal once packing has taken a second.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  bool shown = false;
   for (WeightView* wp : todo) {
+    if (tty && seconds() > 1.0) {
+      std::fprintf(stderr, "\rpagoda: packing weights %3d%% (%.1f of %.1f GB)", static_cast<int>(100.0 * used / total),
+                   used / 1e9, total / 1e9);
+      shown = true;
+    }
     WeightView& w = *wp;
     const cpu::WKind kind = kind_of(w);
     const size_t gb = cpu::packed_group_bytes(kind, w.n_in);
@@ -280,10 +291,16 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
     if (on_packed) on_packed(w);
   }
   bytes_ += used;
+  if (shown) std::fprintf(stderr, "\rpagoda: packing weights 100%% (%.1f GB) in %.1f s\n", total / 1e9, seconds());
   if (use_cache) {
     std::string why;
     if (!write_cache(path, header, data_offset, arena, used, &why))
       std::fprintf(stderr, "pagoda: cannot write the pack cache %s (%s)\n", path.c_str(), why.c_str());
+  } else if (seconds() > 2.0) {
+    std::fprintf(stderr,
+                 "pagoda: packing the weights took %.1f s; --pack-cache DIR (or PAGODA_PACK_CACHE) keeps the packed "
+                 "copy for the next start\n",
+                 seconds());
   }
   return used;
 }
