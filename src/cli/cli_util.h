@@ -27,9 +27,15 @@ std::string default_model_path();
 void add_kv_dtype_option(CLI::App& app, std::string* name);
 DType kv_dtype(const std::string& name);
 
-// --pack-cache DIR into *dir (default: $PAGODA_PACK_CACHE, else none): keep
-// the packed weights there so the next start maps them instead of packing.
-void add_pack_cache_option(CLI::App& app, std::string* dir);
+// How the weights are prepared at load: --pack-cache DIR (default
+// $PAGODA_PACK_CACHE, else none) keeps the packed weights there so the next
+// start maps them instead of packing; --bf16-dot runs F16/BF16 weights on
+// the BF16 dot-product path (not exact).
+struct WeightOptions {
+  std::string pack_cache;
+  bool bf16_dot = false;
+};
+void add_weight_options(CLI::App& app, WeightOptions* opts);
 
 // --kv-policy full|streaming|snapkv|h2o, --kv-sinks S, --kv-window W,
 // --kv-budget B: which tokens a sequence keeps in the KV cache

@@ -13,6 +13,8 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
 
 namespace pagoda::cli {
 namespace {
@@ -68,24 +70,27 @@ int bench_model(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON (llama-bench field names)");
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
-  std::string pack_cache;
-  add_pack_cache_option(app, &pack_cache);
+  WeightOptions weights;
+  add_weight_options(app, &weights);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   EngineConfig cfg;
   cfg.num_threads = threads;
   cfg.kv_cache_dtype = kv_dtype(kv_type);
-  cfg.pack_cache_dir = pack_cache;
+  cfg.pack_cache_dir = weights.pack_cache;
+  cfg.bf16_dot = weights.bf16_dot;
   cfg.sched.max_num_batched_tokens = std::max(n_prompt, 512);
   depth = depth / cfg.block_size * cfg.block_size;  // whole blocks: the prefix cache holds them exactly
   cfg.max_model_len = depth + std::max(n_prompt, n_gen) + 8;
-  auto probe = Engine::create(model, EngineConfig{});
-  if (!probe) {
-    std::fprintf(stderr, "pagoda bench model: error: %s\n", probe.status().message().c_str());
+  // The shape sizes the KV cache: read from the file, no engine (packing) needed.
+  auto file = gguf::GGUFFile::open(model);
+  auto shape = file ? model_config_from_gguf(**file) : Result<ModelConfig>(file.status());
+  if (!shape) {
+    std::fprintf(stderr, "pagoda bench model: error: %s\n", shape.status().message().c_str());
     return 1;
   }
-  const ModelConfig mc = (*probe)->model_config();
-  probe->reset();
+  const ModelConfig mc = *shape;
+  file->reset();
   cfg.kv_cache_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, cfg.block_size, mc.num_kv_heads,
                                                                        mc.head_dim, cfg.kv_cache_dtype)) *
                        ((cfg.max_model_len + cfg.block_size - 1) / cfg.block_size + 1);
@@ -172,8 +177,8 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
-  std::string pack_cache;
-  add_pack_cache_option(app, &pack_cache);
+  WeightOptions weights;
+  add_weight_options(app, &weights);
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
@@ -193,7 +198,8 @@ int bench_throughput(int argc, char** argv) {
   cfg.num_threads = threads;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
-  cfg.pack_cache_dir = pack_cache;
+  cfg.pack_cache_dir = weights.pack_cache;
+  cfg.bf16_dot = weights.bf16_dot;
   cfg.swap_space_bytes = preempt == "swap" ? cfg.kv_cache_bytes : 0;
   cfg.block_size = block_size;
   cfg.sched.max_num_seqs = max_seqs;

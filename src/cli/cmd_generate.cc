@@ -32,8 +32,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--kv-cache-mem", kv_mib, "KV cache memory in MiB")->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
-  std::string pack_cache;
-  add_pack_cache_option(app, &pack_cache);
+  WeightOptions weights;
+  add_weight_options(app, &weights);
   app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
   app.add_option("--top-p", sp.top_p, "top-p");
@@ -59,7 +59,8 @@ int cmd_generate(int argc, char** argv) {
   cfg.max_model_len = ctx;
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
-  cfg.pack_cache_dir = pack_cache;
+  cfg.pack_cache_dir = weights.pack_cache;
+  cfg.bf16_dot = weights.bf16_dot;
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);

@@ -216,8 +216,8 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_option("--chunks", max_chunks, "score at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   add_kv_dtype_option(app, &kv_type);
-  std::string pack_cache;
-  add_pack_cache_option(app, &pack_cache);
+  WeightOptions weights;
+  add_weight_options(app, &weights);
   add_kv_policy_options(app, &kv_policy);
   app.add_flag("--stream", stream,
                "score the whole file as one sequence, every position (implied by --kv-policy streaming); "
@@ -246,7 +246,8 @@ int cmd_perplexity(int argc, char** argv) {
   RunnerConfig rc;
   rc.num_threads = threads;
   rc.kv_cache_dtype = kv_dtype(kv_type);
-  rc.pack_cache_dir = pack_cache;
+  rc.pack_cache_dir = weights.pack_cache;
+  rc.bf16_dot = weights.bf16_dot;
   SchedulerConfig sc;
   sc.kv_policy = kv_policy_from_options(kv_policy);
   const KvPolicy& st = sc.kv_policy;

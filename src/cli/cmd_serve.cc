@@ -52,8 +52,8 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e7));
   std::string kv_type = "f32";
   add_kv_dtype_option(app, &kv_type);
-  std::string pack_cache;
-  add_pack_cache_option(app, &pack_cache);
+  WeightOptions weights;
+  add_weight_options(app, &weights);
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
@@ -146,7 +146,8 @@ int cmd_serve(int argc, char** argv) {
   cfg.kv_cache_bytes = static_cast<int64_t>(kv_mib * 1024 * 1024);
   cfg.swap_space_bytes = static_cast<int64_t>(swap_mib * 1024 * 1024);
   cfg.kv_cache_dtype = kv_dtype(kv_type);
-  cfg.pack_cache_dir = pack_cache;
+  cfg.pack_cache_dir = weights.pack_cache;
+  cfg.bf16_dot = weights.bf16_dot;
   apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;

@@ -23,6 +23,7 @@ RunnerConfig runner_config(const EngineConfig& config) {
   rc.block_size = config.block_size;
   rc.kv_scores = config.sched.kv_policy.h2o();
   rc.pack_cache_dir = config.pack_cache_dir;
+  rc.bf16_dot = config.bf16_dot;
   return rc;
 }
 

@@ -57,6 +57,8 @@ struct EngineConfig {
   // --pack-cache DIR: keep the packed weights there between starts
   // (kernels::PackCacheSpec); empty: pack at every start.
   std::string pack_cache_dir;
+  // --bf16-dot: F16/BF16 weights on the BF16 dot-product path (not exact).
+  bool bf16_dot = false;
 };
 
 // --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when

@@ -43,6 +43,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   r->block_size_ = config.block_size;
   r->pool_ = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads : default_num_threads());
   r->model_ = std::move(model);
+  if (config.bf16_dot) r->model_->use_bf16_dot();
   if (config.repack) r->model_->repack(*r->pool_, config.pack_cache_dir);
   return r;
 }

@@ -38,6 +38,8 @@ struct RunnerConfig {
   bool repack = true;
   // Where packed copies are kept between starts (empty: nowhere).
   std::string pack_cache_dir;
+  // F16/BF16 matrices on the BF16 dot-product path (LlamaModel::use_bf16_dot).
+  bool bf16_dot = false;
 };
 
 class ModelRunner {

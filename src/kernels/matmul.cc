@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/pack.h"
 #include "kernels/ref/blocks.h"
@@ -28,6 +29,7 @@ struct ActWorkspace {
   std::vector<float> d, s;
   std::vector<int32_t> qsum;
   std::vector<int16_t> bsums;
+  std::vector<uint16_t> bf16;
   template <class T>
   static T* fit(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);
@@ -81,6 +83,31 @@ cpu::ActQ8 quantize_acts(const IsaKernels& k, ActFormat fmt, const float* x, int
   return act;
 }
 
+// BF16 activations (ActFormat::kBF16): every token rounded to nearest even,
+// padded to whole pairs.
+cpu::ActQ8 bf16_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
+  const int64_t stride = (n_in + 1) / 2 * 2;
+  uint16_t* out = ActWorkspace::fit(workspace().bf16, static_cast<size_t>(n_tokens * stride));
+  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint16_t* o = out + t * stride;
+      for (int64_t i = 0; i < n_in; ++i) o[i] = fp32_to_bf16(x[t * x_stride + i]);
+      if (stride > n_in) o[n_in] = 0;
+    }
+  });
+  cpu::ActQ8 act;
+  act.bf16 = out;
+  act.bf16_stride = stride;
+  return act;
+}
+
+cpu::ActQ8 prepare_acts(const IsaKernels& k, ActFormat fmt, const float* x, int64_t x_stride, int64_t n_tokens,
+                        int64_t n_in, ThreadPool& pool) {
+  if (fmt == ActFormat::kFloat) return {};
+  if (fmt == ActFormat::kBF16) return bf16_acts(x, x_stride, n_tokens, n_in, pool);
+  return quantize_acts(k, fmt, x, x_stride, n_tokens, n_in, pool);
+}
+
 // The kernel for w's rows and the arguments it reads (everything but the
 // activations and outputs).
 struct Bound {
@@ -129,7 +156,7 @@ void get_row(const WeightView& w, int64_t row, float* dst) {
 void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
-  const int kind = cpu::wkind_of(w.type, w.row_scaled);
+  const int kind = cpu::wkind_of(w.type, w.row_scaled, w.bf16_dot);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
   const IsaKernels& k = cpu::active_kernels();
@@ -139,7 +166,7 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
   b.args.n_tokens = n_tokens;
   b.args.y = y;
   b.args.y_stride = y_stride;
-  if (fmt != ActFormat::kFloat) b.args.act = quantize_acts(k, fmt, x, x_stride, n_tokens, w.n_in, pool);
+  b.args.act = prepare_acts(k, fmt, x, x_stride, n_tokens, w.n_in, pool);
   // Whole groups of 16 rows per thread; only the last range ends inside one.
   pool.parallel_for(w.n_out, kPackRows, [&b](int64_t r0, int64_t r1) { b.fn(b.args, r0, r1); });
 }
@@ -149,17 +176,17 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
   constexpr int kMaxWeights = 4;
   bool same = n_weights <= kMaxWeights;
   for (int i = 1; i < n_weights && same; ++i)
-    same = ws[i]->type == ws[0]->type && ws[i]->row_scaled == ws[0]->row_scaled && ws[i]->n_in == ws[0]->n_in;
+    same = ws[i]->type == ws[0]->type && ws[i]->row_scaled == ws[0]->row_scaled && ws[i]->bf16_dot == ws[0]->bf16_dot &&
+           ws[i]->n_in == ws[0]->n_in;
   if (!same || n_tokens <= 0 || pool.num_threads() == 1) {
     for (int i = 0; i < n_weights; ++i) matmul(*ws[i], x, x_stride, n_tokens, ys[i], y_strides[i], pool);
     return;
   }
-  const int kind = cpu::wkind_of(ws[0]->type, ws[0]->row_scaled);
+  const int kind = cpu::wkind_of(ws[0]->type, ws[0]->row_scaled, ws[0]->bf16_dot);
   PAGODA_CHECK(kind >= 0 && "matmul: unsupported weight dtype");
   const auto fmt = cpu::act_format_of(static_cast<cpu::WKind>(kind));
   const IsaKernels& k = cpu::active_kernels();
-  cpu::ActQ8 act{};
-  if (fmt != ActFormat::kFloat) act = quantize_acts(k, fmt, x, x_stride, n_tokens, ws[0]->n_in, pool);
+  const cpu::ActQ8 act = prepare_acts(k, fmt, x, x_stride, n_tokens, ws[0]->n_in, pool);
   // The weights' rows concatenated, each weight starting at a multiple of
   // 16 so a 16-aligned split never cuts one of its groups.
   Bound bound[kMaxWeights];

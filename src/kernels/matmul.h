@@ -31,6 +31,9 @@ struct WeightView {
   // activations with one int32 dot per row (kernels/cpu/kernel_table.h,
   // WKind::kQ8_0R). The model sets it when the file asks for it.
   bool row_scaled = false;
+  // An F16 / BF16 weight on the opt-in BF16 dot-product path (--bf16-dot,
+  // cpu::WKind::kF16D / kBF16D): weights and activations rounded to BF16.
+  bool bf16_dot = false;
   size_t row_bytes() const { return dtype_row_bytes(type, n_in); }
 };
 

@@ -37,7 +37,9 @@ uint8_t* alloc_huge(size_t bytes) {
 
 int64_t num_groups(const WeightView& w) { return (w.n_out + cpu::kPackRows - 1) / cpu::kPackRows; }
 
-cpu::WKind kind_of(const WeightView& w) { return static_cast<cpu::WKind>(cpu::wkind_of(w.type, w.row_scaled)); }
+cpu::WKind kind_of(const WeightView& w) {
+  return static_cast<cpu::WKind>(cpu::wkind_of(w.type, w.row_scaled, w.bf16_dot));
+}
 
 constexpr size_t kAlign = 64;
 
@@ -114,10 +116,11 @@ std::string cache_header(const std::vector<WeightView*>& todo, const PackCacheSp
   return h;
 }
 
-std::string cache_path(const PackCacheSpec& spec) {
+// Named by a hash of the whole header: the same file packed two ways (say
+// with and without --bf16-dot) keeps two caches.
+std::string cache_path(const PackCacheSpec& spec, const std::string& header) {
   char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(fnv1a(spec.identity.data(), spec.identity.size())));
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(header.data(), header.size())));
   return (std::filesystem::path(spec.dir) / (spec.stem + "." + hash + ".pagoda-pack")).string();
 }
 
@@ -219,10 +222,12 @@ bool repack_enabled() {
 }
 
 bool can_pack(const WeightView& w) {
-  const int kind = cpu::wkind_of(w.type, w.row_scaled);
+  const int kind = cpu::wkind_of(w.type, w.row_scaled, w.bf16_dot);
   if (kind < 0 || w.n_out <= 0 || w.data == nullptr) return false;
   return cpu::packable(static_cast<cpu::WKind>(kind)) && cpu::active_kernels().packed[kind] != nullptr;
 }
+
+bool has_bf16_dot() { return cpu::active_kernels().packed[static_cast<int>(cpu::WKind::kF16D)] != nullptr; }
 
 size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
                            const std::function<void(const WeightView&)>& on_packed, const PackCacheSpec* cache) {
@@ -240,7 +245,7 @@ size_t PackedWeights::pack(WeightView* const* ws, int n, ThreadPool& pool,
   size_t data_offset = 0;
   if (use_cache) {
     header = cache_header(todo, *cache, &data_offset);
-    path = cache_path(*cache);
+    path = cache_path(*cache, header);
     std::string why;
     if (void* addr = map_cache(path, header, data_offset, total, &why)) {
       mappings_.push_back({addr, data_offset + total});

@@ -28,14 +28,19 @@ bool repack_enabled();
 // Whether the active ISA has a packed kernel for this weight.
 bool can_pack(const WeightView& w);
 
+// Whether the active ISA runs the BF16 dot-product path (WeightView::bf16_dot).
+bool has_bf16_dot();
+
 // An on-disk copy of the packed weights (`--pack-cache DIR`): the next start
 // maps it from the page cache instead of packing into fresh memory — on a
-// 14 GB F16 model that is most of the start-up time. The file is named after
-// the model (stem) and a hash of `identity`, which must change whenever the
-// source weights do (LlamaModel uses the file's path, size, mtime and
-// inode). Its header repeats the identity, every packed matrix's kind and
-// shape, and a fingerprint of each layout (a small matrix packed now), so a
-// stale, foreign or truncated file is never used: it is rebuilt.
+// 14 GB F16 model that is most of the start-up time. The file's header
+// holds `identity`, which must change whenever the source weights do
+// (LlamaModel uses the file's path, size, mtime and inode), every packed
+// matrix's kind and shape, and a fingerprint of each layout (a small matrix
+// packed now); it is named after the model (stem) and a hash of that
+// header, and used only when its header and size are exactly as expected,
+// so a stale, foreign or truncated file is never used: it is rebuilt. Old
+// files are not deleted; the directory may be emptied at any time.
 struct PackCacheSpec {
   std::string dir;  // empty: no cache
   std::string stem;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -166,6 +167,27 @@ size_t LlamaModel::weight_bytes() const {
       for (const auto& w : *es) b += w.row_bytes() * w.n_out;
   }
   return b;
+}
+
+int32_t LlamaModel::use_bf16_dot() {
+  if (!kernels::has_bf16_dot()) {
+    std::fprintf(stderr, "pagoda: --bf16-dot needs AVX-512 BF16 kernels; F16/BF16 weights keep the float path\n");
+    return 0;
+  }
+  int32_t n = 0;
+  auto mark = [&n](kernels::WeightView& w) {
+    if (w.data != nullptr && (w.type == DType::kF16 || w.type == DType::kBF16) && !w.bf16_dot) {
+      w.bf16_dot = true;
+      ++n;
+    }
+  };
+  mark(output_);
+  for (auto& l : layers_) {
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) mark(*w);
+    for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (auto& w : *es) mark(w);
+  }
+  return n;
 }
 
 size_t LlamaModel::repack(ThreadPool& pool, const std::string& pack_cache_dir) {

@@ -66,6 +66,10 @@ class LlamaModel {
   // copy kept there from an earlier start of the same file is mapped
   // instead, or written for the next one (kernels::PackCacheSpec).
   size_t repack(ThreadPool& pool, const std::string& pack_cache_dir = "");
+  // Puts every F16/BF16 matrix on the BF16 dot-product path
+  // (WeightView::bf16_dot); before repack(). Returns how many. A no-op
+  // where the active ISA has no such kernel (a message says so).
+  int32_t use_bf16_dot();
   // Whether repack() mapped a pack cache file.
   bool packed_from_cache() const { return packed_.from_cache(); }
 

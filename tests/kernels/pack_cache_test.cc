@@ -127,7 +127,7 @@ TEST_F(PackCache, AnotherIdentityGetsItsOwnFile) {
   EXPECT_TRUE(hit);
 }
 
-TEST_F(PackCache, AnotherShapeUnderTheSameIdentityIsRebuilt) {
+TEST_F(PackCache, AnotherShapeOrKindUnderTheSameIdentityGetsItsOwnFile) {
   bool hit = true;
   pack(spec_, &hit);
   Matrix m = make(DType::kQ4_0, 96, 36, 1);  // one more row than Model::a
@@ -137,13 +137,22 @@ TEST_F(PackCache, AnotherShapeUnderTheSameIdentityIsRebuilt) {
   store.pack(vs, 1, pool, nullptr, &spec_);
   EXPECT_FALSE(store.from_cache());
   ASSERT_NE(m.view.packed, nullptr);
-  // And the rebuilt file now serves that shape.
+  EXPECT_EQ(cache_files().size(), 2u);
+  // And that file now serves that shape.
   Matrix again = make(DType::kQ4_0, 96, 36, 1);
   PackedWeights store2;
   WeightView* vs2[] = {&again.view};
   store2.pack(vs2, 1, pool, nullptr, &spec_);
   EXPECT_TRUE(store2.from_cache());
   EXPECT_EQ(packed_copy(again.view), packed_copy(m.view));
+  // The same F16 matrix on the BF16 dot path is another layout: a third file.
+  Model f16;
+  f16.b.view.bf16_dot = true;
+  WeightView* vs3[] = {&f16.b.view};
+  PackedWeights store3;
+  store3.pack(vs3, 1, pool, nullptr, &spec_);
+  EXPECT_FALSE(store3.from_cache());
+  EXPECT_EQ(cache_files().size(), has_bf16_dot() ? 3u : 2u);
 }
 
 TEST_F(PackCache, TruncatedOrCorruptedFilesAreRebuilt) {

@@ -7,8 +7,13 @@
 
 namespace pagoda::kernels::cpu {
 
-int wkind_of(DType type, bool row_scaled) {
+int wkind_of(DType type, bool row_scaled, bool bf16_dot) {
   if (row_scaled) return type == DType::kQ8_0 ? static_cast<int>(WKind::kQ8_0R) : -1;
+  if (bf16_dot) {
+    if (type == DType::kF16) return static_cast<int>(WKind::kF16D);
+    if (type == DType::kBF16) return static_cast<int>(WKind::kBF16D);
+    return -1;
+  }
   switch (type) {
     case DType::kF32: return static_cast<int>(WKind::kF32);
     case DType::kF16: return static_cast<int>(WKind::kF16);
@@ -41,6 +46,8 @@ ActFormat act_format_of(WKind kind) {
     case WKind::kQ3_K:
     case WKind::kIQ4_XS: return ActFormat::kQ8_K;
     case WKind::kQ8_0R: return ActFormat::kQ8_Row;
+    case WKind::kF16D:
+    case WKind::kBF16D: return ActFormat::kBF16;
     default: return ActFormat::kQ8_32;
   }
 }

@@ -20,7 +20,7 @@ constexpr int kActBlock32 = 32;
 constexpr int kActBlockK = 256;
 constexpr int kActSumGroup = 16;
 
-enum class ActFormat { kFloat, kQ8_32, kQ8_K, kQ8_Row };
+enum class ActFormat { kFloat, kQ8_32, kQ8_K, kQ8_Row, kBF16 };
 
 // n_tokens rows of quantized activations, SoA, each row n_in long.
 struct ActQ8 {
@@ -29,6 +29,10 @@ struct ActQ8 {
   const float* s = nullptr;        // Q8_32: [n_tokens][n_in / 32], d * sum(q)
   const int16_t* bsums = nullptr;  // Q8_K: [n_tokens][n_in / 16], sum(q)
   const int32_t* qsum = nullptr;   // Q8_32: [n_tokens][n_in / 32], sum(q); Q8_Row: [n_tokens]
+  // BF16: [n_tokens][bf16_stride] bf16 (round to nearest even), a zero after
+  // an odd n_in so every token is whole pairs.
+  const uint16_t* bf16 = nullptr;
+  int64_t bf16_stride = 0;
 };
 
 struct MatmulArgs {
@@ -71,6 +75,11 @@ enum class WKind {
   kQ3_K,
   kIQ4_NL,
   kIQ4_XS,
+  // --bf16-dot (opt-in): F16 / BF16 weights rounded to BF16 and run against
+  // BF16 activations (ActFormat::kBF16) with vdpbf16ps, two products per
+  // lane per instruction, fp32 accumulation. Not exact: see bf16_dot_rows.
+  kF16D,
+  kBF16D,
   kCount
 };
 constexpr int kNumWKinds = static_cast<int>(WKind::kCount);
@@ -81,7 +90,8 @@ constexpr int64_t kMaxRowScaledIn = 1 << 17;
 
 // -1 if the dtype has no matmul kernel. row_scaled: a Q8_0 weight whose
 // rows each have one scale (kQ8_0R).
-int wkind_of(DType type, bool row_scaled = false);
+// bf16_dot: an F16 / BF16 weight on the BF16 dot-product path (kF16D, kBF16D).
+int wkind_of(DType type, bool row_scaled = false, bool bf16_dot = false);
 ActFormat act_format_of(WKind kind);
 
 // kernels::paged_attention's arguments (kernels/attention.h has the contract).

@@ -295,6 +295,25 @@ void rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 }
 
 float dot_f32_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_f32); }
+
+// F16D / BF16D (--bf16-dot): what vdpbf16ps computes lane by lane — the
+// weight rounded to BF16 (F16 to nearest even), times the BF16 activation,
+// exact products (8-bit significands) added in fp32 in the instruction's
+// order: the odd element of each pair, then the even one.
+template <bool kFromF16>
+float dot_bf16_pairs_row(const uint8_t* w, const MatmulArgs& a, int64_t t) {
+  const uint16_t* x = a.act.bf16 + t * a.act.bf16_stride;
+  float acc = 0;
+  for (int64_t p = 0; p < (a.n_in + 1) / 2; ++p)
+    for (int64_t k = 2 * p + 1; k >= 2 * p; --k) {
+      if (k >= a.n_in) continue;
+      uint16_t v;
+      std::memcpy(&v, w + 2 * k, 2);
+      const float wf = kFromF16 ? bf16_to_fp32(fp32_to_bf16(fp16_to_fp32(v))) : bf16_to_fp32(v);
+      acc += wf * bf16_to_fp32(x[k]);
+    }
+  return acc;
+}
 float dot_f16_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_f16); }
 float dot_bf16_row(const uint8_t* w, const MatmulArgs& a, int64_t t) { return dot_float(w, a, t, load_bf16); }
 
@@ -305,6 +324,8 @@ void register_matmul_scalar(IsaKernels& k) {
   set(WKind::kF32, rows<dot_f32_row>);
   set(WKind::kF16, rows<dot_f16_row>);
   set(WKind::kBF16, rows<dot_bf16_row>);
+  set(WKind::kF16D, rows<dot_bf16_pairs_row<true>>);
+  set(WKind::kBF16D, rows<dot_bf16_pairs_row<false>>);
   set(WKind::kQ8_0, rows<dot_legacy<BlockQ8_0>>);
   set(WKind::kQ4_0, rows<dot_legacy<BlockQ4_0>>);
   set(WKind::kQ4_1, rows<dot_legacy<BlockQ4_1>>);

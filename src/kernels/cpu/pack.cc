@@ -221,6 +221,23 @@ void pack_group_q2_k(const uint8_t* const* rows, int64_t nsb, uint8_t* out) {
   }
 }
 
+// F16D / BF16D: pairs of inputs of 16 rows, as BF16.
+template <bool kFromF16>
+void pack_group_bf16_pairs(const uint8_t* const* rows, int64_t n_in, uint8_t* out) {
+  auto* o = reinterpret_cast<uint16_t*>(out);
+  for (int64_t p = 0; p < (n_in + 1) / 2; ++p)
+    for (int r = 0; r < kPackRows; ++r)
+      for (int e = 0; e < 2; ++e) {
+        const int64_t k = 2 * p + e;
+        uint16_t v = 0;
+        if (k < n_in) {
+          std::memcpy(&v, rows[r] + 2 * k, 2);
+          if (kFromF16) v = fp32_to_bf16(fp16_to_fp32(v));
+        }
+        o[(p * kPackRows + r) * 2 + e] = v;
+      }
+}
+
 void pack_group_float(const uint8_t* const* rows, int64_t n_in, int eb, uint8_t* out) {
   for (int64_t k = 0; k < n_in; ++k)
     for (int r = 0; r < kPackRows; ++r) std::memcpy(out + (k * kPackRows + r) * eb, rows[r] + k * eb, eb);
@@ -245,7 +262,9 @@ bool packable(WKind kind) {
     case WKind::kIQ4_XS:
     case WKind::kQ4_K:
     case WKind::kQ5_K:
-    case WKind::kQ6_K: return true;
+    case WKind::kQ6_K:
+    case WKind::kF16D:
+    case WKind::kBF16D: return true;
     default: return false;
   }
 }
@@ -269,6 +288,8 @@ size_t packed_group_bytes(WKind kind, int64_t n_in) {
     case WKind::kF32:
     case WKind::kF16:
     case WKind::kBF16: return static_cast<size_t>(n_in) * kPackRows * elem_bytes(kind);
+    case WKind::kF16D:
+    case WKind::kBF16D: return static_cast<size_t>((n_in + 1) / 2) * kPackRows * 4;
     default: return 0;
   }
 }
@@ -300,6 +321,8 @@ void pack_groups(WKind kind, const uint8_t* w, size_t row_bytes, int64_t n_in, i
       case WKind::kQ3_K: pack_group_q3_k(rows, n_in / 256, dst); break;
       case WKind::kIQ4_NL: pack_group_legacy<ref::BlockIQ4_NL, false, false>(rows, n_in / 32, dst); break;
       case WKind::kIQ4_XS: pack_group_iq4_xs(rows, n_in / 256, dst); break;
+      case WKind::kF16D: pack_group_bf16_pairs<true>(rows, n_in, dst); break;
+      case WKind::kBF16D: pack_group_bf16_pairs<false>(rows, n_in, dst); break;
       default: pack_group_float(rows, n_in, elem_bytes(kind), dst); break;
     }
   }

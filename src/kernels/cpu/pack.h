@@ -46,6 +46,9 @@
 //         mins [8 pairs][16 rows][2] u8 (sub-blocks 2p, 2p+1 adjacent).
 //                                                        (100 bytes/row/256)
 //   F32 / F16 / BF16: [n_in][16 rows], the element type unchanged.
+//   F16D / BF16D (--bf16-dot): [ceil(n_in / 2) pairs][16 rows][2] bf16,
+//         F16 rounded to nearest even, a zero after an odd n_in: one zmm
+//         is a pair of inputs for 16 rows, vdpbf16ps's operand.
 #pragma once
 
 #include <cstddef>

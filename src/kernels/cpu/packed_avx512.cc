@@ -23,6 +23,38 @@ using V = avx512::V;
 #include "kernels/cpu/packed_tiles_inl.h"
 // clang-format on
 
+// F16D / BF16D (--bf16-dot, AVX-512 only): a zmm of the group is one input
+// pair of 16 rows, the token's pair is broadcast, vdpbf16ps adds both
+// products: half the instructions of tile_f, one fp32 chain per row and
+// token (cpu/matmul_scalar.cc's dot_bf16_pairs_row is its exact reference).
+template <int RG, int T>
+void tile_bf16d(const MatmulArgs& a, int64_t g, int64_t t0) {
+  const uint8_t* w[RG];
+  for (int r = 0; r < RG; ++r) w[r] = a.wp + (g + r) * a.group_bytes;
+  const uint16_t* x[T];
+  for (int t = 0; t < T; ++t) x[t] = a.act.bf16 + (t0 + t) * a.act.bf16_stride;
+  VF acc[RG][T];
+  fill(acc, V::zero_f());
+  const int64_t np = (a.n_in + 1) / 2;
+  for (int64_t p = 0; p < np; ++p) {
+    VI wv[RG];
+    for (int r = 0; r < RG; ++r) wv[r] = V::load_i(w[r] + p * 64);
+    for (int t = 0; t < T; ++t) {
+      uint32_t pair;
+      std::memcpy(&pair, x[t] + 2 * p, 4);
+      const VI xb = V::set1_i32(static_cast<int32_t>(pair));
+      for (int r = 0; r < RG; ++r) acc[r][t] = V::dot_bf16(acc[r][t], wv[r], xb);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
+}
+
+template <int RG, int T>
+struct KBF16D {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_bf16d<RG, T>(a, g, t); }
+};
+
 }  // namespace
 
 void register_packed_avx512(IsaKernels& k) {
@@ -43,6 +75,8 @@ void register_packed_avx512(IsaKernels& k) {
   set(WKind::kF32, packed_rows<KF32, 3, 8, 8>);
   set(WKind::kF16, packed_rows<KF16, 3, 8, 8>);
   set(WKind::kBF16, packed_rows<KBF16, 3, 8, 8>);
+  set(WKind::kF16D, packed_rows<KBF16D, 3, 8, 8>);
+  set(WKind::kBF16D, packed_rows<KBF16D, 3, 8, 8>);
 }
 
 }  // namespace pagoda::kernels::cpu

@@ -69,6 +69,16 @@ struct V {
     return _mm512_dpwssd_epi32(acc, w, x);
 #endif
   }
+  // acc (16 f32) += w.bf16[2j] * x.bf16[2j] + w.bf16[2j + 1] * x.bf16[2j + 1]
+  // (vdpbf16ps; asm under GCC for the reason above).
+  static F dot_bf16(F acc, I w, I x) {
+#if defined(__GNUC__) && !defined(__clang__)
+    asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+    return acc;
+#else
+    return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x);
+#endif
+  }
   static I u8x32_to_i16(const uint8_t* p) {
     return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
