@@ -6,6 +6,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -108,6 +109,15 @@ cpu::ActQ8 prepare_acts(const IsaKernels& k, ActFormat fmt, const float* x, int6
   return quantize_acts(k, fmt, x, x_stride, n_tokens, n_in, pool);
 }
 
+// Below this many multiply-adds a matmul runs on the calling thread: waking
+// and joining the pool costs more than a second thread saves (a decode step
+// of a small draft model is made of such matmuls).
+std::atomic<int64_t> g_min_parallel_macs{96 * 1024};
+
+bool run_inline(ThreadPool& pool, int64_t rows, int64_t n_in, int64_t n_tokens) {
+  return pool.num_threads() == 1 || rows * n_in * n_tokens < g_min_parallel_macs.load(std::memory_order_relaxed);
+}
+
 // The kernel for w's rows and the arguments it reads (everything but the
 // activations and outputs).
 struct Bound {
@@ -132,6 +142,8 @@ Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
 }
 
 }  // namespace
+
+void set_min_parallel_macs(int64_t macs) { g_min_parallel_macs.store(macs, std::memory_order_relaxed); }
 
 float dot_f32(const float* a, const float* b, int64_t n) { return cpu::active_kernels().dot_f32(a, b, n); }
 
@@ -167,6 +179,10 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
   b.args.y = y;
   b.args.y_stride = y_stride;
   b.args.act = prepare_acts(k, fmt, x, x_stride, n_tokens, w.n_in, pool);
+  if (run_inline(pool, w.n_out, w.n_in, n_tokens)) {
+    b.fn(b.args, 0, w.n_out);
+    return;
+  }
   // Whole groups of 16 rows per thread; only the last range ends inside one.
   pool.parallel_for(w.n_out, kPackRows, [&b](int64_t r0, int64_t r1) { b.fn(b.args, r0, r1); });
 }
@@ -203,12 +219,17 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
     a.act = act;
     begin[i + 1] = begin[i] + (ws[i]->n_out + kPackRows - 1) / kPackRows * kPackRows;
   }
-  pool.parallel_for(begin[n_weights], kPackRows, [&](int64_t r0, int64_t r1) {
+  auto rows = [&](int64_t r0, int64_t r1) {
     for (int i = 0; i < n_weights; ++i) {
       const int64_t b = std::max(r0, begin[i]), e = std::min(r1, begin[i] + ws[i]->n_out);
       if (b < e) bound[i].fn(bound[i].args, b - begin[i], e - begin[i]);
     }
-  });
+  };
+  if (run_inline(pool, begin[n_weights], ws[0]->n_in, n_tokens)) {
+    rows(0, begin[n_weights]);
+    return;
+  }
+  pool.parallel_for(begin[n_weights], kPackRows, rows);
 }
 
 }  // namespace pagoda::kernels

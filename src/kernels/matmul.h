@@ -45,6 +45,11 @@ struct WeightView {
 void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool);
 
+// A matmul (or fused set) of fewer multiply-adds than this runs on the
+// calling thread (default 96 Ki: below it waking the pool costs more than it
+// saves). Tests set 0 so that every split across threads is exercised.
+void set_min_parallel_macs(int64_t macs);
+
 // Several weights applied to the same input (Q/K/V, gate/up): the
 // activations are quantized once and all rows split across the pool in one
 // job, so the threads meet at one barrier instead of one per weight. Falls
