@@ -22,11 +22,15 @@ std::string dims_str(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// Attention of a step under this many multiply-adds runs on one thread.
+constexpr int64_t kMinParallelAttentionMacs = 128 * 1024;
+
 // fn(t0, t1) over token ranges, split across the pool for prefill-sized
-// batches (the per-token ops are cheap: a decode step stays on one thread).
+// batches of a wide enough model (the per-token ops, `width` floats each,
+// are cheap: a decode step, or a tiny model's prefill, stays on one thread).
 template <class Fn>
-void for_tokens(ThreadPool& pool, int64_t n, const Fn& fn) {
-  if (n < 16) {
+void for_tokens(ThreadPool& pool, int64_t n, int64_t width, const Fn& fn) {
+  if (n < 16 || n * width < 64 * 1024) {
     fn(int64_t{0}, n);
     return;
   }
@@ -243,7 +247,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   const Layer& l = layers_[il];
-  for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+  for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       kernels::rms_norm(&ws_.x[t * c.hidden_size], l.attn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
   });
@@ -257,7 +261,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
 
   const bool sliding = c.is_sliding(il);
   const kernels::RopeParams& rp = sliding ? rope_local_ : rope_global_;
-  for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+  for_tokens(pool, n, c.q_dim(), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = &ws_.q[t * c.q_dim()];
       float* k = &ws_.k[t * c.kv_dim()];
@@ -284,8 +288,12 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   // Cache positions (the causal mask) are the RoPE positions unless tokens were evicted.
   const std::vector<int32_t>& q_pos = batch.cache_positions.empty() ? batch.positions : batch.cache_positions;
   // One work item per (sequence, kv head): GQA groups stay on one thread.
+  // A small step (a tiny model's decode) stays on the calling thread: the
+  // pool's wake-up would cost more than the attention.
   const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.num_kv_heads;
-  pool.run([&](int ti, int nt) {
+  int64_t macs = 0;
+  for (const SeqSlice& s : batch.seqs) macs += int64_t{2} * s.num_tokens * s.kv_len * c.q_dim();
+  auto attend = [&](int ti, int nt) {
     thread_local std::vector<float> scratch;
     for (int64_t item = ti; item < num_items; item += nt) {
       const SeqSlice& s = batch.seqs[item / c.num_kv_heads];
@@ -298,13 +306,18 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
                                {.window = sliding ? c.sliding_window : 0, .sinks = l.sinks});
     }
-  });
+  };
+  if (macs < kMinParallelAttentionMacs) {
+    attend(0, 1);
+  } else {
+    pool.run(attend);
+  }
   if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
                   [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; }))
     apply_kv_policies(batch, kv, pool, il, scale);
   observe(il, LinearInput::kAttnOut, ws_.attn.data(), c.q_dim(), n);
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
-  for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+  for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* h = &ws_.h[t * c.hidden_size];
       if (l.bo) kernels::add_inplace(h, l.bo, c.hidden_size);
@@ -395,7 +408,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     auto& cs = ws_.rope_cs[k];
     if (cs.size() < static_cast<size_t>(n * c.rope_dim)) cs.resize(static_cast<size_t>(n * c.rope_dim));
     const kernels::RopeParams& rp = k == 1 ? rope_local_ : rope_global_;
-    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    for_tokens(pool, n, c.rope_dim * 16, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) kernels::rope_angles(batch.positions[t], rp, &cs[t * c.rope_dim]);
     });
   }
@@ -404,7 +417,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     if (!batch.skip_layers.empty() && batch.skip_layers[static_cast<size_t>(il)]) continue;
     attention_layer(batch, kv, pool, il);
     const Layer& l = layers_[il];
-    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         kernels::rms_norm(&ws_.x[t * c.hidden_size], l.ffn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
     });
@@ -417,12 +430,12 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     float* y[] = {ws_.gate.data(), ws_.up.data()};
     const int64_t stride[] = {c.ffn_size, c.ffn_size};
     kernels::matmul_fused(w, 2, ws_.h.data(), c.hidden_size, n, y, stride, pool);
-    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    for_tokens(pool, n, c.ffn_size, [&](int64_t t0, int64_t t1) {
       activate(&ws_.gate[t0 * c.ffn_size], &ws_.up[t0 * c.ffn_size], (t1 - t0) * c.ffn_size);
     });
     observe(il, LinearInput::kFfnDown, ws_.gate.data(), c.ffn_size, n);
     kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
-    for_tokens(pool, n, [&](int64_t t0, int64_t t1) {
+    for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
       if (l.ffn_post_norm)
         for (int64_t t = t0; t < t1; ++t)
           kernels::rms_norm(&ws_.h[t * c.hidden_size], l.ffn_post_norm, &ws_.h[t * c.hidden_size], c.hidden_size,
