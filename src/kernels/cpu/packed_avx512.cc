@@ -65,7 +65,7 @@ void register_packed_avx512(IsaKernels& k) {
   set(WKind::kQ4_1, packed_rows<KQ4_1, 2, 4, 4>);
   set(WKind::kQ5_0, packed_rows<KQ5_0, 2, 4, 4>);
   set(WKind::kQ5_1, packed_rows<KQ5_1, 2, 4, 4>);
-  set(WKind::kQ4_K, packed_rows<KQ4_K, 2, 4, 8>);
+  set(WKind::kQ4_K, packed_rows<KQ4_K, 2, 4, 4>);
   set(WKind::kQ5_K, packed_rows<KQ5_K, 2, 4, 4>);
   set(WKind::kQ6_K, packed_rows<KQ6_K, 2, 4, 4>);
   set(WKind::kQ2_K, packed_rows<KQ2_K, 2, 4, 4>);
