@@ -162,14 +162,20 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
   return m;
 }
 
-size_t LlamaModel::weight_bytes() const {
-  size_t b = output_.row_bytes() * output_.n_out;
-  for (const auto& l : layers_) {
-    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
-      b += w->row_bytes() * w->n_out;
-    for (const auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
-      for (const auto& w : *es) b += w.row_bytes() * w.n_out;
+template <class Self, class Fn>
+void LlamaModel::for_each_matrix(Self& self, Fn&& fn) {
+  fn(self.output_);
+  for (auto& l : self.layers_) {
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+      if (w->data) fn(*w);
+    for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (auto& w : *es) fn(w);
   }
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t b = 0;
+  for_each_matrix(*this, [&b](const kernels::WeightView& w) { b += w.row_bytes() * w.n_out; });
   return b;
 }
 
@@ -185,12 +191,7 @@ int32_t LlamaModel::use_bf16_dot() {
       ++n;
     }
   };
-  mark(output_);
-  for (auto& l : layers_) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) mark(*w);
-    for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
-      for (auto& w : *es) mark(w);
-  }
+  for_each_matrix(*this, mark);
   return n;
 }
 
@@ -211,13 +212,8 @@ size_t LlamaModel::repack(ThreadPool& pool, const std::string& pack_cache_dir) {
                        std::to_string(st.st_ino) + "|" + std::to_string(st.st_dev);
     }
   }
-  std::vector<kernels::WeightView*> ws{&output_};
-  for (auto& l : layers_) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
-      if (w->data) ws.push_back(w);
-    for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
-      for (auto& w : *es) ws.push_back(&w);
-  }
+  std::vector<kernels::WeightView*> ws;
+  for_each_matrix(*this, [&ws](kernels::WeightView& w) { ws.push_back(&w); });
   // Each matrix's file pages are released as soon as it is packed: peak
   // resident memory stays near one copy of the weights.
   const size_t added = packed_.pack(

@@ -107,6 +107,10 @@ class LlamaModel {
 
   LlamaModel() = default;
   void ensure_workspace(int64_t n_tokens);
+  // fn(WeightView&) on every weight matrix of self (const or not): output,
+  // per layer the attention/FFN/router matrices present, every expert's.
+  template <class Self, class Fn>
+  static void for_each_matrix(Self& self, Fn&& fn);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
   // SnapKV and H2O after layer il's attention (model/kv_policies.cc), per
   // slice and KV head: H2O adds the slice's attention probabilities to its
