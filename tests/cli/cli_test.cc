@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../shared_files.h"
 
@@ -172,6 +173,44 @@ TEST(Cli, MakeModelThenGenerate) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("hello", 0), 0u);
   std::filesystem::remove(path);
+}
+
+// --pack-cache: the first start writes one cache file, the second maps it
+// (the file is not rewritten) and both print the greedy text of a start
+// without the cache; --bf16-dot runs an F16 model end to end.
+TEST(Cli, PackCacheAndBf16DotGenerate) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pagoda_cli_pack_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "tiny-f16.gguf").string();
+  auto r = run("make-model --preset tiny --dtype f16 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string gen = "generate -m " + path + " -p 'hello' -n 12 --temp 0 --ignore-eos";
+  const auto plain = run(gen);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const fs::path cache = dir / "cache";
+  auto files = [&] {
+    std::vector<fs::path> v;
+    if (fs::exists(cache))
+      for (const auto& e : fs::directory_iterator(cache))
+        if (e.path().extension() == ".pagoda-pack") v.push_back(e.path());
+    return v;
+  };
+  const auto first = run(gen + " --pack-cache " + cache.string());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(files().size(), 1u);
+  const auto written = fs::last_write_time(files()[0]);
+  const auto second = run(gen + " --pack-cache " + cache.string());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  ASSERT_EQ(files().size(), 1u);
+  EXPECT_EQ(fs::last_write_time(files()[0]), written);
+  EXPECT_EQ(first.out, plain.out);
+  EXPECT_EQ(second.out, plain.out);
+  const auto bf16 = run(gen + " --bf16-dot");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_EQ(bf16.out.rfind("hello", 0), 0u);
+  fs::remove_all(dir);
 }
 
 const std::string kBundled = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
