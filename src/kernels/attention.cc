@@ -97,6 +97,10 @@ void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t 
   PAGODA_CHECK(0 <= kv_head_begin && kv_head_begin <= kv_head_end && kv_head_end <= kv.num_kv_heads);
   PAGODA_CHECK(kv.head_dim > 0 && kv.block_size > 0 && options.window >= 0 && is_kv_dtype(kv.dtype));
   for (int32_t i = 0; i < n_q; ++i) PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
+  if (options.tree_mask) {
+    PAGODA_CHECK(options.window == 0 && options.tree_begin > 0);
+    for (int32_t i = 0; i < n_q; ++i) PAGODA_CHECK(q_pos[i] - options.tree_begin < 64);
+  }
   cpu::AttentionArgs a;
   a.kv = kv;
   a.block_table = block_table;
@@ -114,6 +118,8 @@ void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t 
   a.scratch = scratch;
   a.window = options.window;
   a.sinks = options.sinks;
+  a.tree_begin = options.tree_begin;
+  a.tree_mask = options.tree_mask;
   cpu::active_kernels().attention(a);
 }
 

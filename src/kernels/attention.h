@@ -52,6 +52,14 @@ struct AttentionOptions {
   // [n_heads] learned sink logits (gpt-oss), or null: head h's softmax
   // denominator gains exp(sinks[h]) (unscaled), a key with no value.
   const float* sinks = nullptr;
+  // Tree attention (speculative drafts that branch): a query at cache index
+  // q_pos >= tree_begin sees the keys before tree_begin and, of the keys
+  // tree_begin + j, only those whose bit j is set in tree_mask[i] (its
+  // ancestors and itself; q_pos - tree_begin < 64). Queries before
+  // tree_begin stay causal. Null: causal for every query. Not combined with
+  // a window (the window would count cache indices, not tree depths).
+  int32_t tree_begin = 0;
+  const uint64_t* tree_mask = nullptr;  // [n_q]
 };
 
 // Attention of one sequence for kv heads [kv_head_begin, kv_head_end) and the

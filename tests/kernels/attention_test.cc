@@ -37,12 +37,14 @@ struct Case {
   DType dtype = DType::kF32;  // the cache's format (the reference reads the same rows)
   int32_t window = 0;         // sliding window (0: none)
   bool sinks = false;         // random per-head sink logits
+  int32_t tree_begin = 0;     // tree attention (AttentionOptions), with tree_mask per query
+  std::vector<uint64_t> tree_mask;
   std::string describe() const {
     char buf[240];
     std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g %s window=%d%s",
                   head_dim, n_heads, num_kv_heads, block_size, kv_len, q_pos.size(), q_pos.empty() ? -1 : q_pos[0],
                   q_gain, dtype_name(dtype).data(), window, sinks ? " sinks" : "");
-    return buf;
+    return std::string(buf) + (tree_mask.empty() ? "" : " tree_begin=" + std::to_string(tree_begin));
   }
 };
 
@@ -120,7 +122,8 @@ double check_case(const Case& c, uint32_t seed, float tol = 1e-5f, int32_t kv_be
   std::vector<float> sinks(c.n_heads);
   std::normal_distribution<float> sink_logit(0.0f, 2.0f);
   for (float& s : sinks) s = sink_logit(rng);
-  const AttentionOptions options{c.window, c.sinks ? sinks.data() : nullptr};
+  const AttentionOptions options{c.window, c.sinks ? sinks.data() : nullptr, c.tree_begin,
+                                 c.tree_mask.empty() ? nullptr : c.tree_mask.data()};
   std::vector<float> want(n_q * out_stride, kSentinel);
   ref::paged_attention(f.view, f.table.data(), c.kv_len, q.data(), q_stride, c.q_pos.data(), n_q, c.n_heads, scale,
                        want.data(), out_stride, kv_begin, kv_end, options);
@@ -332,6 +335,94 @@ TEST_F(PagedAttention, SinksMatchReference) {
     c.sinks = true;
     if (t % 2) c.window = 1 + static_cast<int32_t>(rng() % (c.kv_len + 8));
     check_case(c, seed + 1 + t);
+  }
+}
+
+// A random tree of `size` nodes (parent before child, -1: the root token
+// before tree_begin); masks[i] = the bits of node i's ancestors and itself.
+std::vector<uint64_t> random_tree_masks(std::mt19937& rng, int32_t size, std::vector<int32_t>* parents) {
+  std::vector<uint64_t> masks(size);
+  parents->assign(size, -1);
+  for (int32_t i = 0; i < size; ++i) {
+    (*parents)[i] = static_cast<int32_t>(rng() % (i + 1)) - 1;  // -1 .. i - 1
+    masks[i] = (uint64_t{1} << i) | ((*parents)[i] >= 0 ? masks[(*parents)[i]] : 0);
+  }
+  return masks;
+}
+
+TEST_F(PagedAttention, TreeMaskMatchesReference) {
+  // Speculative drafts as a tree after a random context: the queries are the
+  // last context tokens (causal) and every node (its ancestors only), on
+  // every dtype and both score paths; trees up to the 64-node limit.
+  const uint32_t seed = 9800;
+  std::printf("[ seed ] %u\n", seed);
+  std::mt19937 rng(seed);
+  for (int t = 0; t < 40; ++t) {
+    Case c = random_case(rng, 100, 2, 100);
+    const int32_t size = t < 4 ? 64 : 1 + static_cast<int32_t>(rng() % 40);
+    c.tree_begin = 1 + static_cast<int32_t>(rng() % 90);
+    c.kv_len = c.tree_begin + size;
+    std::vector<int32_t> parents;
+    const std::vector<uint64_t> nodes = random_tree_masks(rng, size, &parents);
+    c.q_pos.clear();
+    c.tree_mask.clear();
+    const int32_t n_context = 1 + static_cast<int32_t>(rng() % std::min(3, c.tree_begin));
+    for (int32_t p = c.tree_begin - n_context; p < c.tree_begin; ++p) {
+      c.q_pos.push_back(p);
+      c.tree_mask.push_back(0);  // before tree_begin: causal, the mask unread
+    }
+    for (int32_t i = 0; i < size; ++i) {
+      c.q_pos.push_back(c.tree_begin + i);
+      c.tree_mask.push_back(nodes[i]);
+    }
+    check_case(c, seed + 1 + t);
+  }
+}
+
+TEST_F(PagedAttention, TreeNodeSeesExactlyItsBranch) {
+  // Independent of the reference: a node's output under the tree mask equals
+  // causal attention over a cache holding its context then its branch
+  // (root-to-node path) at consecutive positions.
+  std::mt19937 rng(9900);
+  const int32_t hd = 64, n_heads = 4, kv_heads = 2, bs = 5, context = 37, size = 20;
+  Case tree{hd, n_heads, kv_heads, bs, context + size, {}};
+  std::vector<int32_t> parents;
+  tree.tree_begin = context;
+  const std::vector<uint64_t> masks = random_tree_masks(rng, size, &parents);
+  Fixture f(tree, rng);
+  const int64_t row = int64_t{n_heads} * hd;
+  std::vector<float> q(row);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& x : q) x = u(rng);
+  const float scale = 0.125f;
+  std::vector<float> scratch(paged_attention_scratch_floats(1, n_heads, hd, bs));
+  for (cpu::Isa isa : cpu::supported_isas()) {
+    cpu::set_active_isa(isa);
+    for (int32_t node = 0; node < size; ++node) {
+      SCOPED_TRACE(std::string(cpu::isa_name(isa)) + " node " + std::to_string(node));
+      std::vector<float> got(row), want(row);
+      const int32_t pos = context + node;
+      paged_attention(f.view, f.table.data(), tree.kv_len, q.data(), row, &pos, 1, n_heads, scale, got.data(), row, 0,
+                      kv_heads, scratch.data(), {.tree_begin = context, .tree_mask = &masks[node]});
+      // The branch as a chain: a second cache with the path's rows moved down.
+      std::vector<int32_t> path;
+      for (int32_t a = node; a >= 0; a = parents[a]) path.insert(path.begin(), a);
+      Case chain{hd, n_heads, kv_heads, bs, context + static_cast<int32_t>(path.size()), {}};
+      std::vector<float> ck = f.k, cv = f.v;
+      auto at = [&](int32_t j, int32_t h) {
+        return f.table[j / bs].value * f.stride + (static_cast<size_t>(h) * bs + j % bs) * hd;
+      };
+      for (size_t d = 0; d < path.size(); ++d)
+        for (int32_t h = 0; h < kv_heads; ++h) {
+          std::copy_n(&f.k[at(context + path[d], h)], hd, &ck[at(context + static_cast<int32_t>(d), h)]);
+          std::copy_n(&f.v[at(context + path[d], h)], hd, &cv[at(context + static_cast<int32_t>(d), h)]);
+        }
+      const PagedKVView chain_view{ck.data(), cv.data(), bs, kv_heads, hd};
+      const int32_t last = chain.kv_len - 1;
+      paged_attention(chain_view, f.table.data(), chain.kv_len, q.data(), row, &last, 1, n_heads, scale, want.data(),
+                      row, 0, kv_heads, scratch.data());
+      for (int64_t x = 0; x < row; ++x) ASSERT_NEAR(got[x], want[x], 1e-5f) << "element " << x;
+    }
   }
 }
 

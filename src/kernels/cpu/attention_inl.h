@@ -469,6 +469,12 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
       const int32_t lo = std::max(t0, window_start(a, i));
       const int32_t n = std::min(t1, a.q_pos[i] + 1) - lo;
       const int32_t s0 = lo - t0;
+      // Tree attention: the keys past tree_begin this query does not descend from.
+      uint64_t hidden = 0;  // bit j: key lo + j is masked (j < n)
+      if (a.tree_mask && a.q_pos[i] >= a.tree_begin && lo + n > a.tree_begin) {
+        for (int32_t j = std::max(0, a.tree_begin - lo); j < n; ++j)
+          if (!((a.tree_mask[i] >> (lo + j - a.tree_begin)) & 1)) hidden |= uint64_t{1} << j;
+      }
       for (int32_t g = 0; g < group; ++g) {
         const int32_t r = (i - q_begin) * group + g;
         float* pr = st.pt + static_cast<size_t>(r) * kAttnKeyTile;
@@ -476,13 +482,16 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
         V::store_f(pr + kW, V::zero_f());
         st.c[r] = 1.0f;
         if (n <= 0) continue;
-        const float* sr = st.sc + static_cast<size_t>(r) * kAttnKeyTile + s0;  // scores, scaled
+        float* sr = st.sc + static_cast<size_t>(r) * kAttnKeyTile + s0;  // scores, scaled
         if (!transposed) {
           const float* qr = a.q + i * a.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
           dot_keys<R>(qr, keys + s0, n, hd, st.s);
           for (int32_t j = 0; j < n; ++j) st.s[j] *= a.scale;
           sr = st.s;
         }
+        // A tree query's first tile holds its context (tree_begin > 0), so
+        // the row's max stays finite.
+        for (uint64_t h = hidden; h != 0; h &= h - 1) sr[__builtin_ctzll(h)] = -INFINITY;
         const float m_new = std::max(st.m[r], row_max(sr, n));
         // 0 on the first tile; exactly 1, without an exp, while the max holds.
         const float c = m_new > st.m[r] ? exp1(st.m[r] - m_new) : 1.0f;

@@ -111,6 +111,8 @@ struct AttentionArgs {
   float* scratch = nullptr;      // paged_attention_scratch_floats(...) floats
   int32_t window = 0;            // > 0: query at p sees keys (p - window, p] only
   const float* sinks = nullptr;  // [n_heads] sink logits, or null
+  int32_t tree_begin = 0;        // tree attention (AttentionOptions)
+  const uint64_t* tree_mask = nullptr;
 };
 using AttentionFn = void (*)(const AttentionArgs& args);
 

@@ -31,6 +31,11 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
   std::vector<uint8_t> qrow(kernels::kv_row_bytes(DType::kQ8_0, hd));
   std::vector<float> qdeq(hd);
   std::vector<double> scores;
+  // Tree attention: past tree_begin, a query sees the keys its mask names.
+  auto tree_sees = [&](int32_t i, int32_t j) {
+    if (!options.tree_mask || q_pos[i] < options.tree_begin || j < options.tree_begin) return true;
+    return ((options.tree_mask[i] >> (j - options.tree_begin)) & 1) != 0;
+  };
   std::vector<double> acc(hd);
   for (int32_t i = 0; i < n_q; ++i) {
     PAGODA_CHECK(q_pos[i] >= 0 && q_pos[i] < kv_len);
@@ -47,6 +52,7 @@ void paged_attention(const kernels::PagedKVView& kv, const BlockId* block_table,
       }
       double max_score = -INFINITY;
       for (int32_t j = first; j < n_keys; ++j) {
+        if (!tree_sees(i, j)) continue;
         const float* k = load(kv.k, kvh, j);
         double dot = 0;
         for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * k[d];
