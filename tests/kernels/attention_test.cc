@@ -38,7 +38,7 @@ struct Case {
   int32_t window = 0;         // sliding window (0: none)
   bool sinks = false;         // random per-head sink logits
   int32_t tree_begin = 0;     // tree attention (AttentionOptions), with tree_mask per query
-  std::vector<uint64_t> tree_mask;
+  std::vector<uint64_t> tree_mask = {};
   std::string describe() const {
     char buf[240];
     std::snprintf(buf, sizeof buf, "hd=%d heads=%d/%d bs=%d kv_len=%d n_q=%zu first_pos=%d gain=%g %s window=%d%s",
