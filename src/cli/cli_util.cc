@@ -85,12 +85,21 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
                  "copied from the sequence itself); retrieval (drafts from a corpus datastore, --spec-datastore); "
                  "draft (a smaller model with the same vocabulary drafts, --draft-model); layer-skip (the model "
                  "drafts for itself with layers skipped: --skip-layers, or the set `pagoda spec tune-skip` stored "
-                 "beside the model)")
-      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft", "layer-skip"}))
+                 "beside the model); lookahead (Jacobi iterations and an n-gram pool, verified as a tree: "
+                 "--lookahead)")
+      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft", "layer-skip", "lookahead"}))
       ->capture_default_str();
   app.add_option("--skip-layers", opts->skip_layers,
                  "layers (0-based, e.g. 1,3) the --spec layer-skip draft skips; default: FILE.skip-layers beside "
                  "the model");
+  app.add_option("--lookahead", opts->lookahead,
+                 "--spec lookahead sizes W,N,G: a window of W guesses per level, n-grams of N tokens, G n-grams "
+                 "verified per step; each step scores (N - 1) * (W + G) <= 64 drafts")
+      ->check([](const std::string& s) {
+        Result<LookaheadParams> p = parse_lookahead(s, 64);
+        return p ? std::string() : p.status().message();
+      })
+      ->capture_default_str();
   app.add_option("--draft-model", opts->draft_model,
                  "GGUF draft model for --spec draft (the target's vocabulary; its K/V shares the target's blocks)");
   app.add_option("--spec-datastore", opts->datastore,
@@ -141,6 +150,9 @@ void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   cfg->spec_datastore = opts.datastore;
   cfg->draft_model = opts.draft_model;
   cfg->skip_layers = opts.skip_layers;
+  Result<LookaheadParams> la = parse_lookahead(opts.lookahead, 64);
+  PAGODA_CHECK(la);  // CLI11 checked it
+  cfg->lookahead = la.value();
 }
 
 std::string step_cost_summary(const StepCostModel& m) {

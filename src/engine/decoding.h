@@ -39,6 +39,8 @@ struct Choice {
   // when greedy: q is then one-hot).
   std::unique_ptr<Sampler> draft_sampler;
   std::vector<float> draft_q;
+  // A stateful proposer's state for this choice (Proposer::make_state).
+  std::unique_ptr<ProposerState> spec_state;
   // Structured output: the grammar's parse of this choice's text so far.
   std::unique_ptr<grammar::Matcher> matcher;
 };
@@ -71,6 +73,9 @@ class DecodingHost {
   // tokens); the rest are rolled back (nothing to roll back once c has
   // finished). Counts the verification.
   virtual void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) = 0;
+  // An accepted draft of a tree moves to its place in the sequence: its K/V
+  // rows go from cache position from_pos to to_pos (to_pos <= from_pos).
+  virtual void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) = 0;
   // Time spent in the proposer, for the statistics.
   virtual void record_draft_seconds(double seconds) = 0;
   // Structured output: the vocabulary as grammars see it (built on first

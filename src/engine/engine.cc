@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "spec/datastore.h"
 #include "spec/layer_skip.h"
+#include "spec/lookahead.h"
 #include "spec/ngram_proposer.h"
 
 namespace pagoda {
@@ -42,6 +43,16 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
   PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched.kv_policy, mc.sliding_window > 0 || mc.has_attn_sinks));
+  if (config.spec_method == SpecMethod::kLookahead) {
+    const LookaheadParams& la = config.lookahead;
+    if (la.window < 1 || la.ngram < 2 || la.candidates < 1 || la.tree_size() > ModelRunner::kMaxTreeDrafts)
+      return invalid_argument("lookahead needs W >= 1, N >= 2, G >= 1 and (N - 1) * (W + G) <= " +
+                              std::to_string(ModelRunner::kMaxTreeDrafts));
+    // Tree drafts sit at cache positions past their RoPE positions, which a
+    // window counted in cache positions would get wrong.
+    if (mc.sliding_window > 0)
+      return invalid_argument("lookahead speculation needs full attention: this model has sliding-window layers");
+  }
   if (config.spec_method == SpecMethod::kDraft && config.draft_model.empty())
     return invalid_argument("speculation with a draft model needs a draft model file (--draft-model FILE)");
   if (!config.sched.kv_policy.full() && config.spec_method != SpecMethod::kNone)
@@ -115,8 +126,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   }
   if (config.spec_method == SpecMethod::kDraft || config.spec_method == SpecMethod::kLayerSkip)
     e->proposer_ = std::make_unique<DraftModelProposer>();
-  e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
-  e->num_spec_tokens_ = config.num_spec_tokens == 0 ? kMaxAutoSpecTokens : config.num_spec_tokens;
+  if (config.spec_method == SpecMethod::kLookahead)
+    e->proposer_ = std::make_unique<LookaheadProposer>(config.lookahead);
+  // Lookahead proposes its whole tree (auto planning sizes chains).
+  const bool tree = config.spec_method == SpecMethod::kLookahead;
+  e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0 && !tree;
+  e->num_spec_tokens_ = config.num_spec_tokens > 0 ? config.num_spec_tokens
+                        : tree                     ? config.lookahead.tree_size()
+                                                   : kMaxAutoSpecTokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
   if (e->draft_) {
     PAGODA_RETURN_IF_ERROR(e->draft_->start(static_cast<int32_t>(rc.num_blocks),
@@ -280,6 +297,12 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) 
   c.spec_acceptance.record(num_drafts, num_accepted);
 }
 
+void Engine::move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) {
+  PAGODA_CHECK(!draft_ && to_pos <= from_pos);  // a draft model's drafts are chains
+  if (from_pos == to_pos) return;
+  runner_->move_kv_row(kv_manager_->slot_of(seq.seq_id, from_pos), kv_manager_->slot_of(seq.seq_id, to_pos));
+}
+
 void Engine::profile_slo_step_time(int32_t max_num_batched_tokens) {
   std::vector<int32_t> sizes;
   for (int32_t n : {1, 8, 32, 128, 256, 512})
@@ -342,7 +365,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   const std::vector<int32_t> k =
       plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr);
   for (size_t i = 0; i < choices.size(); ++i) {
-    choices[i]->seq.draft_tokens.resize(static_cast<size_t>(k[i]));
+    choices[i]->seq.resize_drafts(static_cast<size_t>(k[i]));
     if (k[i] == 0) choices[i]->spec_acceptance.fade();
   }
 }

@@ -24,6 +24,7 @@
 #include "sched/scheduler.h"
 #include "spec/draft_model.h"
 #include "spec/draft_planner.h"
+#include "spec/lookahead.h"
 #include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,6 +49,9 @@ struct EngineConfig {
   int32_t ngram_max = 4;
   std::string spec_datastore;  // retrieval: a file from `pagoda spec build-datastore`
   std::string draft_model;     // draft: a GGUF with the target's vocabulary (--draft-model)
+  // lookahead: window, n-gram size, candidates (--lookahead W,N,G); its
+  // tree of (N - 1) * (W + G) drafts is cut to num_spec_tokens when set.
+  LookaheadParams lookahead;
   // SLO policy: refuse (kResourceExhausted) a request whose predicted TTFT
   // already exceeds its target, instead of serving it late.
   bool slo_reject = false;
@@ -144,6 +148,7 @@ class Engine : private DecodingHost {
   const Proposer* proposer() const override { return proposer_.get(); }
   int32_t num_spec_tokens() const override { return num_spec_tokens_; }
   void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) override;
+  void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) override;
   void record_draft_seconds(double seconds) override { stats_.record_draft_seconds(seconds); }
   const grammar::TokenVocab& grammar_vocab() override;
   void record_grammar_mask(double seconds) override { stats_.record_grammar_mask(seconds); }

@@ -84,14 +84,33 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
     slice.accumulate_scores = s.accumulate_scores;
     slice.kv_window = s.kv_window;
     slice.kv_pool = s.kv_pool;
+    // A tree of drafts: each at the last token's position + its depth,
+    // seeing its ancestors only.
+    const bool tree = s.num_draft_tokens > 0 && !seq.draft_parents.empty();
+    if (tree) {
+      PAGODA_CHECK(s.num_draft_tokens <= kMaxTreeDrafts &&
+                   static_cast<int32_t>(seq.draft_parents.size()) == s.num_draft_tokens);
+      slice.tree_begin = num_known - seq.num_evicted;
+      tree_depth_.resize(s.num_draft_tokens);
+      tree_mask_.resize(s.num_draft_tokens);
+      for (int32_t d = 0; d < s.num_draft_tokens; ++d) {
+        const int32_t parent = seq.draft_parents[d];
+        PAGODA_CHECK(parent >= -1 && parent < d);
+        tree_depth_[d] = parent < 0 ? 1 : tree_depth_[parent] + 1;
+        tree_mask_[d] = (uint64_t{1} << d) | (parent < 0 ? 0 : tree_mask_[parent]);
+      }
+    }
     // Token i sits at cache position p = i - num_evicted; its RoPE position
     // is p + rope_offset (p itself when eviction shifts positions).
     for (int32_t p = seq.num_cache_tokens(); p < slice.kv_len; ++p) {
       const int32_t i = p + seq.num_evicted;
-      batch_.tokens.push_back(i < num_known ? seq.tokens[i] : seq.draft_tokens[i - num_known]);
-      batch_.positions.push_back(p + s.rope_offset);
+      const int32_t d = i - num_known;  // >= 0: a draft
+      batch_.tokens.push_back(d < 0 ? seq.tokens[i] : seq.draft_tokens[d]);
+      const int32_t pos = tree && d >= 0 ? slice.tree_begin - 1 + tree_depth_[d] : p;
+      batch_.positions.push_back(pos + s.rope_offset);
       batch_.cache_positions.push_back(p);
       batch_.slots.push_back(int64_t{table[p / bs].value} * bs + p % bs);
+      batch_.tree_masks.push_back(tree && d >= 0 ? tree_mask_[d] : 0);
     }
     for (int32_t i = s.num_new_tokens - s.num_logits; i < s.num_new_tokens; ++i)
       batch_.logit_rows.push_back(slice.token_begin + i);

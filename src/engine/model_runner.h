@@ -44,6 +44,9 @@ struct RunnerConfig {
 
 class ModelRunner {
  public:
+  // Drafts in one tree (the attention kernel's mask is 64 bits).
+  static constexpr int32_t kMaxTreeDrafts = 64;
+
   // Checks the configuration against the model without allocating anything.
   static Status validate(const ModelConfig& model, const RunnerConfig& config);
   // Validates, allocates the KV storage, then repacks the weights (the slow
@@ -74,6 +77,9 @@ class ModelRunner {
   int32_t block_size() const { return block_size_; }
   int32_t num_kv_blocks() const { return kv_storage_->num_blocks(); }
   const KVStorage& kv_storage() const { return *kv_storage_; }
+  // Moves one token's K/V, every layer (an accepted tree draft to its
+  // place in the sequence): slots are block * block_size + offset.
+  void move_kv_row(int64_t from_slot, int64_t to_slot) { kv_storage_->copy_token(from_slot, to_slot); }
   // H2O's per-row attention scores in the device and host storage (once;
   // between steps).
   Status enable_kv_scores();
@@ -93,6 +99,8 @@ class ModelRunner {
   std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
   int32_t block_size_ = 0;
   ForwardBatch batch_;
+  std::vector<int32_t> tree_depth_;  // build_batch's scratch for a tree of drafts
+  std::vector<uint64_t> tree_mask_;
   std::vector<float> logits_;
 };
 

@@ -7,7 +7,9 @@
 // speculation: tokens past it are never emitted. Under a grammar each row is
 // masked for the text accepted before it, so p is the constrained
 // distribution sampling without speculation uses; drafts the grammar refuses
-// are cut before they are scheduled.
+// are cut before they are scheduled (chains; a tree is verified unfiltered).
+// Drafts may form a tree (lookahead): the verifier walks it from the root,
+// each accepted node's K/V moving to the next position of the sequence.
 #include <algorithm>
 #include <optional>
 #include <span>
@@ -23,20 +25,27 @@ class SpeculativeDecoding : public DecodingStrategy {
   SpeculativeDecoding(Request& req, DecodingHost& host) : req_(req), host_(host) {}
 
   void on_logits(Choice& c, float* logits, int32_t num_rows, std::vector<RequestOutput>& outputs) override {
-    // emit_token appends to seq.tokens, never to draft_tokens: a reference is safe.
+    // emit_token appends to seq.tokens, never to the drafts: references are safe.
     const std::vector<int32_t>& drafts = c.seq.draft_tokens;
+    const std::vector<int32_t>& parents = c.seq.draft_parents;
     const auto num_drafts = static_cast<int32_t>(drafts.size());
     PAGODA_CHECK(num_rows == 1 + num_drafts);
     const int32_t vocab_size = c.sampler->vocab_size();
+    // A stateful proposer reads the drafts' raw logits before any is processed.
+    if (c.spec_state) host_.proposer()->observe(c.spec_state.get(), logits + vocab_size, num_drafts, vocab_size);
+    // Tree drafts sit at cache positions base + d; each accepted one moves to
+    // the next position of the sequence.
+    const bool tree = !parents.empty();
+    const int32_t base = c.seq.num_cache_tokens();
     std::optional<RequestOutput> out;
     int32_t num_accepted = 0;
-    for (int32_t i = 0; i <= num_drafts && !c.finished; ++i) {
-      float* row = logits + static_cast<size_t>(i) * vocab_size;
+    // node: the last accepted draft (-1: none yet); its row scores what follows.
+    for (int32_t node = -1; !c.finished;) {
+      float* row = logits + static_cast<size_t>(node + 1) * vocab_size;
       const Sequence& seq = c.seq;
       // Penalties see every token accepted so far, as they would unspeculated.
       const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
       const std::span<const int32_t> output(seq.tokens.data() + seq.num_prompt_tokens, seq.num_output_tokens());
-      bool accepted = false;
       if (!apply_grammar(c, row, vocab_size, host_)) {
         RequestOutput o = grammar_dead_end(c, host_);
         if (out) {
@@ -46,26 +55,43 @@ class SpeculativeDecoding : public DecodingStrategy {
         }
         break;
       }
-      // A draft model's drafts come with their distributions q.
-      std::span<const float> q;
-      if (!c.draft_q.empty() && i < num_drafts)
-        q = std::span<const float>(c.draft_q).subspan(static_cast<size_t>(i) * vocab_size, vocab_size);
-      SampleResult sr = i < num_drafts ? c.sampler->verify_draft(row, prompt, output, drafts[i], q, &accepted)
-                                       : c.sampler->sample(row, prompt, output);
+      SampleResult sr;
+      int32_t next = -1;  // the draft accepted here
+      if (tree) {
+        // Deterministic drafts (q one-hot): sampling from p and following the
+        // child with that token, if any, is the rejection rule over all
+        // children at once — each child is taken with probability p(child).
+        sr = c.sampler->sample(row, prompt, output);
+        for (int32_t d = node + 1; d < num_drafts && next < 0; ++d)
+          if (parents[d] == node && drafts[d] == sr.token) next = d;
+        if (next >= 0) host_.move_draft_kv(c.seq, base + next, base + num_accepted);
+      } else if (node + 1 < num_drafts) {
+        // A draft model's drafts come with their distributions q.
+        const int32_t d = node + 1;
+        std::span<const float> q;
+        if (!c.draft_q.empty())
+          q = std::span<const float>(c.draft_q).subspan(static_cast<size_t>(d) * vocab_size, vocab_size);
+        bool accepted = false;
+        sr = c.sampler->verify_draft(row, prompt, output, drafts[d], q, &accepted);
+        if (accepted) next = d;
+      } else {
+        sr = c.sampler->sample(row, prompt, output);
+      }
       RequestOutput o = emit_token(c, std::move(sr), host_);
       if (out) {
         merge_output(*out, std::move(o));
       } else {
         out = std::move(o);
       }
-      if (!accepted) break;
+      if (next < 0) break;
+      node = next;
       ++num_accepted;
     }
     outputs.push_back(std::move(*out));
     // A verification that ended the choice counts in the statistics too.
     host_.accept_drafts(c, num_drafts, num_accepted);
     if (c.finished) return;
-    c.seq.draft_tokens.clear();
+    c.seq.clear_drafts();
     propose(c);
   }
 
@@ -87,8 +113,11 @@ class SpeculativeDecoding : public DecodingStrategy {
       return;
     }
     const double t0 = host_.now();
-    p.propose(c.seq.tokens, k, &c.seq.draft_tokens);
-    if (c.matcher) {
+    if (!c.spec_state) c.spec_state = p.make_state();
+    // A tree is limited in depth by the room left, in size by the setting.
+    p.propose_tree(c.spec_state.get(), c.seq.tokens, host_.num_spec_tokens(), k, &c.seq.draft_tokens,
+                   &c.seq.draft_parents);
+    if (c.matcher && c.seq.draft_parents.empty()) {
       // Only drafts the grammar can accept are worth verifying.
       grammar::Matcher m = *c.matcher;
       auto& d = c.seq.draft_tokens;

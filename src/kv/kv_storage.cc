@@ -120,6 +120,13 @@ void KVStorage::copy_row(int32_t layer, int32_t kv_head, int64_t from, int64_t t
   if (scores_) score(layer, kv_head, to) = score(layer, kv_head, from);
 }
 
+void KVStorage::copy_token(int64_t from, int64_t to) {
+  const int64_t num_slots = int64_t{num_blocks_} * block_size_;
+  PAGODA_CHECK(from >= 0 && from < num_slots && to >= 0 && to < num_slots);
+  for (int32_t layer = 0; layer < num_layers_; ++layer)
+    for (int32_t h = 0; h < num_kv_heads_; ++h) copy_row(layer, h, from, to);
+}
+
 Status KVStorage::enable_scores() {
   if (scores_) return Status::ok();
   const size_t n = static_cast<size_t>(num_layers_) * num_blocks_ * num_kv_heads_ * block_size_;

@@ -62,6 +62,8 @@ class KVStorage {
   // Copies one kv head's K and V rows of `layer` from slot `from` to slot
   // `to` (SnapKV's and H2O's per-head compaction), with its score.
   void copy_row(int32_t layer, int32_t kv_head, int64_t from, int64_t to);
+  // copy_row for every layer and kv head: one token's K/V moves.
+  void copy_token(int64_t from, int64_t to);
 
   // H2O: one float per row (K/V of one token, one kv head, one layer), the
   // attention it has received. Off until enabled (allocated then, zeroed);

@@ -24,6 +24,9 @@ struct SeqSlice {
   // With compress_to: SnapKV's observation window (the slice's last
   // queries) and max-pooling width over the votes; H2O's recent window.
   int32_t kv_window = 0, kv_pool = 1;
+  // > 0: the slice ends with a tree of drafts from this cache position on;
+  // ForwardBatch::tree_masks holds each token's mask (kernels::AttentionOptions).
+  int32_t tree_begin = 0;
 };
 
 struct ForwardBatch {
@@ -36,6 +39,9 @@ struct ForwardBatch {
   std::vector<int64_t> slots;  // per token, KV slot (block * block_size + offset)
   std::vector<SeqSlice> seqs;
   std::vector<int32_t> logit_rows;  // token indices whose logits are wanted, in output order
+  // Per token when a slice has a tree (SeqSlice::tree_begin): bit j = sees
+  // the tree's j-th position (its ancestors and itself); 0 before the tree.
+  std::vector<uint64_t> tree_masks;
   // Per layer, nonzero: the layer is skipped (its residual passes through
   // unchanged), as a self-speculative draft runs the model; empty: none.
   // A setting of the batch's owner: clear() keeps it.
@@ -48,6 +54,7 @@ struct ForwardBatch {
     slots.clear();
     seqs.clear();
     logit_rows.clear();
+    tree_masks.clear();
   }
 };
 

@@ -300,7 +300,10 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
                                &q_pos[s.token_begin], s.num_tokens, c.num_heads, scale,
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
-                               {.window = sliding ? c.sliding_window : 0, .sinks = l.sinks});
+                               {.window = sliding ? c.sliding_window : 0,
+                                .sinks = l.sinks,
+                                .tree_begin = s.tree_begin,
+                                .tree_mask = s.tree_begin > 0 ? &batch.tree_masks[s.token_begin] : nullptr});
     }
   };
   if (macs < kMinParallelAttentionMacs) {

@@ -135,7 +135,7 @@ Sequence* Scheduler::pick_victim() const {
 
 void Scheduler::preempt(Sequence* seq, SchedulerOutput& out) {
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
-  seq->draft_tokens.clear();
+  seq->clear_drafts();
   bool swapped = false;
   if (config_.preempt_mode == PreemptMode::kSwap) {
     std::vector<BlockCopy> copies;
@@ -276,7 +276,7 @@ SchedulerOutput Scheduler::schedule(double now) {
       if (!kv_.can_write(seq->seq_id, seq->num_cache_tokens(), seq->num_cache_tokens() + num_new + num_draft))
         num_draft = 0;
     }
-    seq->draft_tokens.resize(num_draft);
+    seq->resize_drafts(num_draft);
     num_new += num_draft;
     // Cache positions written: a compressing slice rewrites the whole table.
     const int32_t end = seq->num_cache_tokens() + num_new;

@@ -28,6 +28,11 @@ struct Sequence {
   // onward: scheduled after the last token as extra positions to verify,
   // never part of `tokens` until accepted.
   std::vector<int32_t> draft_tokens;
+  // When the drafts form a tree (lookahead): draft i's parent, an earlier
+  // draft or -1 for the last token; empty for a chain. Draft i sits at cache
+  // position num_cache_tokens() + i and at RoPE position (that of the last
+  // token) + its depth, and sees only its ancestors (tree attention).
+  std::vector<int32_t> draft_parents;
   // Draft model (spec/draft_model.h): the last cache positions whose K/V the
   // draft model has not computed yet, caught up when the sequence drafts.
   int32_t num_draft_lag = 0;
@@ -60,6 +65,12 @@ struct Sequence {
   // Tokens with K/V in the cache (the KV manager's positions).
   int32_t num_cache_tokens() const { return num_computed_tokens - num_evicted; }
   bool is_finished() const { return status == SeqStatus::kFinished; }
+  // Keeps the first n drafts (a prefix of a tree is a tree: parents come first).
+  void resize_drafts(size_t n) {
+    draft_tokens.resize(n);
+    if (!draft_parents.empty()) draft_parents.resize(n);
+  }
+  void clear_drafts() { resize_drafts(0); }
 };
 
 }  // namespace pagoda

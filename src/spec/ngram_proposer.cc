@@ -17,6 +17,8 @@ bool parse_spec_method(std::string_view name, SpecMethod* out) {
     *out = SpecMethod::kDraft;
   } else if (name == "layer-skip") {
     *out = SpecMethod::kLayerSkip;
+  } else if (name == "lookahead") {
+    *out = SpecMethod::kLookahead;
   } else {
     return false;
   }
@@ -30,6 +32,7 @@ const char* spec_method_name(SpecMethod m) {
     case SpecMethod::kRetrieval: return "retrieval";
     case SpecMethod::kDraft: return "draft";
     case SpecMethod::kLayerSkip: return "layer-skip";
+    case SpecMethod::kLookahead: return "lookahead";
   }
   return "?";
 }

@@ -4,7 +4,9 @@
 // proposer can be wrong without changing the output — it only changes speed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -17,11 +19,18 @@ enum class SpecMethod {
   kRetrieval,  // REST: continue the context's longest match in a corpus datastore
   kDraft,      // a smaller model with the same vocabulary drafts (spec/draft_model.h)
   kLayerSkip,  // the target with layers skipped drafts for itself (spec/layer_skip.h)
+  kLookahead,  // Jacobi iterations and an n-gram pool, drafts as a tree (spec/lookahead.h)
 };
 
-// Parses "none" | "ngram" | "retrieval" | "draft" | "layer-skip"; false for anything else.
+// Parses "none" | "ngram" | "retrieval" | "draft" | "layer-skip" | "lookahead"; false for anything else.
 bool parse_spec_method(std::string_view name, SpecMethod* out);
 const char* spec_method_name(SpecMethod m);
+
+// What a stateful proposer keeps per sequence (lookahead's window and pool).
+class ProposerState {
+ public:
+  virtual ~ProposerState() = default;
+};
 
 class Proposer {
  public:
@@ -32,6 +41,22 @@ class Proposer {
   // True when propose() only reserves positions and the tokens are written
   // after scheduling (the draft model drafts for the scheduled batch).
   virtual bool drafts_after_scheduling() const { return false; }
+
+  // Tree proposals. A proposer that keeps state per sequence makes it here
+  // (null: stateless); the engine keeps it with the sequence.
+  virtual std::unique_ptr<ProposerState> make_state() const { return nullptr; }
+  // Replaces *draft with at most max_tokens tokens, none deeper than
+  // max_depth, and *parents with each one's parent (an earlier draft, or -1:
+  // follows the last token); empty parents mean a chain. The default is
+  // propose()'s chain.
+  virtual void propose_tree(ProposerState* state, std::span<const int32_t> tokens, int32_t max_tokens,
+                            int32_t max_depth, std::vector<int32_t>* draft, std::vector<int32_t>* parents) const {
+    propose(tokens, std::min(max_tokens, max_depth), draft);
+    parents->clear();
+  }
+  // After the target scored the last proposal: the raw logits of its first
+  // num_scored drafts (those the scheduler kept), [num_scored][vocab_size].
+  virtual void observe(ProposerState* state, const float* draft_logits, int32_t num_scored, int32_t vocab_size) const {}
 };
 
 }  // namespace pagoda
