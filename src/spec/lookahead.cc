@@ -33,8 +33,7 @@ void ingest(LookaheadState& st, std::span<const int32_t> tokens, const Lookahead
   const size_t rest = static_cast<size_t>(p.ngram) - 1;
   for (; st.num_ingested + rest < tokens.size(); ++st.num_ingested) {
     const size_t i = st.num_ingested;
-    add_ngram(st, tokens[i], std::vector<int32_t>(tokens.begin() + i + 1, tokens.begin() + i + 1 + rest),
-              p.candidates);
+    add_ngram(st, tokens[i], std::vector<int32_t>(tokens.begin() + i + 1, tokens.begin() + i + 1 + rest), p.candidates);
   }
 }
 

@@ -56,8 +56,7 @@ class LookaheadProposer : public Proposer {
   std::unique_ptr<ProposerState> make_state() const override;
   void propose_tree(ProposerState* state, std::span<const int32_t> tokens, int32_t max_tokens, int32_t max_depth,
                     std::vector<int32_t>* draft, std::vector<int32_t>* parents) const override;
-  void observe(ProposerState* state, const float* draft_logits, int32_t num_scored,
-               int32_t vocab_size) const override;
+  void observe(ProposerState* state, const float* draft_logits, int32_t num_scored, int32_t vocab_size) const override;
 
   const LookaheadParams& params() const { return params_; }
 

@@ -11,7 +11,9 @@
 //    exact one computed from the target's logits, by a chi-square test;
 //  - a draft model with another vocabulary, or none, is a clear error.
 // The same for self-speculation (layer skip: the target with layers 2 and 3
-// skipped drafts for itself).
+// skipped drafts for itself) and for lookahead decoding (a tree of drafts
+// from the Jacobi window and the n-gram pool, verified with tree attention:
+// the accepted path's K/V rows move into place).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,6 +58,8 @@ ModelConfig config_of(const std::string& path) {
 // K + V bytes of one block of the target and its draft together.
 int64_t pair_block_bytes(int32_t block_size, SpecMethod method) {
   const ModelConfig t = config_of(kTarget);
+  if (method == SpecMethod::kLookahead)  // no draft K/V
+    return static_cast<int64_t>(KVStorage::bytes_per_block(t.num_layers, block_size, t.num_kv_heads, t.head_dim));
   const ModelConfig d = method == SpecMethod::kDraft ? config_of(kDraft) : t;
   const int32_t draft_layers = method == SpecMethod::kDraft ? d.num_layers : t.num_layers - 2;
   return static_cast<int64_t>(KVStorage::bytes_per_block(t.num_layers, block_size, t.num_kv_heads, t.head_dim) +
@@ -82,7 +86,7 @@ std::unique_ptr<Engine> engine(const DraftCase& c, bool spec) {
   }
   auto e = Engine::create(kTarget, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
-  if (spec && c.num_spec_tokens == 0) {
+  if (spec && c.num_spec_tokens == 0 && c.method != SpecMethod::kLookahead) {
     // Verification and drafting both free (not timed: a slow sanitizer
     // build must plan the same drafts).
     (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
@@ -186,7 +190,14 @@ INSTANTIATE_TEST_SUITE_P(
                       DraftCase{"skip_chunked_prefill", 7, 0, PreemptMode::kRecompute, 3, SpecMethod::kLayerSkip},
                       DraftCase{"skip_preempt_recompute", 32, 40, PreemptMode::kRecompute, 5, SpecMethod::kLayerSkip},
                       DraftCase{"skip_preempt_swap", 32, 40, PreemptMode::kSwap, 2, SpecMethod::kLayerSkip},
-                      DraftCase{"skip_auto_free", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLayerSkip}),
+                      DraftCase{"skip_auto_free", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLayerSkip},
+                      // Lookahead: 0 is the whole tree (4,3,4: 16 nodes).
+                      DraftCase{"lookahead_roomy", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLookahead},
+                      DraftCase{"lookahead_chunked_prefill", 7, 0, PreemptMode::kRecompute, 5, SpecMethod::kLookahead},
+                      DraftCase{"lookahead_preempt_recompute", 32, 40, PreemptMode::kRecompute, 0,
+                                SpecMethod::kLookahead},
+                      DraftCase{"lookahead_preempt_swap", 32, 40, PreemptMode::kSwap, 9, SpecMethod::kLookahead},
+                      DraftCase{"lookahead_cut_tree", 256, 0, PreemptMode::kRecompute, 5, SpecMethod::kLookahead}),
     [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
 
 // The first three sampled tokens of `method`'s runs against the exact joint
@@ -195,10 +206,10 @@ INSTANTIATE_TEST_SUITE_P(
 // verifier then masks each row while the draft proposes from its own,
 // unconstrained distribution.
 void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps, bool use_grammar = false) {
-  const std::vector<int32_t> prompt = {1, 412, 97, 1051};
+  std::vector<int32_t> prompt = {1, 412, 97, 1051};
   // logit_bias bans all but six tokens (in both models' processing: the
   // draft's sampler uses the request's parameters), so 6^3 joint outcomes.
-  auto probe = make_logits_runner(kTarget, 16, 1);
+  auto probe = make_logits_runner(kTarget, 64, 1);
   ASSERT_TRUE(probe.is_ok()) << probe.status().message();
   const int32_t vocab = probe->runner->config().vocab_size;
   std::vector<float> first_logits;
@@ -211,6 +222,11 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps, 
   for (int32_t i = 0; i < vocab; ++i) allowed[i] = i;
   std::sort(allowed.begin(), allowed.end(), [&](int32_t a, int32_t b) { return first_logits[a] > first_logits[b]; });
   allowed.resize(6);
+  // Lookahead drafts from the context: give it the six tokens in a pattern,
+  // so its n-grams are sometimes right and sometimes wrong.
+  if (method == SpecMethod::kLookahead)
+    for (int rep = 0; rep < 2; ++rep)
+      for (size_t i = 0; i < allowed.size(); ++i) prompt.push_back(allowed[(i * (rep + 1)) % allowed.size()]);
   // The grammar variant: four of the six tokens' texts. Tokens that spell a
   // prefix of one of them are allowed too, so the exact distribution below
   // walks the grammar's masks instead of the six tokens.
@@ -293,7 +309,7 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps, 
     cfg.spec_method = method;
     cfg.draft_model = kDraft;
     cfg.skip_layers = kSkip;
-    cfg.num_spec_tokens = 2;
+    cfg.num_spec_tokens = method == SpecMethod::kLookahead ? 0 : 2;  // lookahead: the whole tree
     auto e = Engine::create(kTarget, cfg);
     ASSERT_TRUE(e.is_ok()) << e.status().message();
     // Sanitizer builds look for memory and thread errors, not statistical
@@ -346,6 +362,11 @@ TEST(DraftModelSampling, UnderAGrammarFirstThreeTokensKeepTheConstrainedDistribu
 TEST(LayerSkipSampling, FirstThreeTokensKeepTheTargetDistribution) {
   const float top_ps[] = {0.9f};
   check_first_three_tokens(SpecMethod::kLayerSkip, top_ps);
+}
+
+TEST(LookaheadSampling, FirstThreeTokensKeepTheTargetDistribution) {
+  const float top_ps[] = {1.0f, 0.9f};
+  check_first_three_tokens(SpecMethod::kLookahead, top_ps);
 }
 
 TEST(LayerSkip, NeedsAValidSkipSet) {

@@ -125,6 +125,22 @@ INSTANTIATE_TEST_SUITE_P(Archs, MakeModelArch, ::testing::ValuesIn(supported_arc
   return name;
 });
 
+// Lookahead's tree drafts sit at cache positions past their RoPE positions;
+// a window counted in cache positions would see the wrong keys, so a model
+// with sliding-window layers refuses lookahead with a clear error.
+TEST(MakeModelArchSpec, LookaheadRefusesSlidingWindowModels) {
+  const std::string path = make_tiny("gemma3", DType::kF32);
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  cfg.spec_method = SpecMethod::kLookahead;
+  auto e = Engine::create(path, cfg);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("sliding-window"), std::string::npos) << e.status().message();
+  cfg.spec_method = SpecMethod::kNgram;  // chains are fine
+  EXPECT_TRUE(Engine::create(path, cfg).is_ok());
+  std::filesystem::remove(path);
+}
+
 TEST(MakeModelPresets, RealShapesPlanTheirPublishedSizes) {
   struct Want {
     const char* preset;
