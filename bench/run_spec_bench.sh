@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Speculative decoding on the bundled model (or MODEL=FILE).
 #   bench/run_spec_bench.sh batch1 [TEMP]  generate -n 256, copy-heavy and free prompts,
-#                                          none / ngram K=4 / ngram auto / draft K=4 / draft auto,
-#                                          median of 5 total tok/s
+#                                          none / ngram K=4 / ngram auto / draft K=4 / draft auto /
+#                                          lookahead (whole tree), median of 5 total tok/s
 #   bench/run_spec_bench.sh sweep          bench throughput at --max-seqs 1, 4, 16, 64,
-#                                          none vs ngram auto vs draft auto, 3 alternating rounds
-# THREADS (default 2), BIN (default build/pagoda), DRAFT (default models/pagoda-small-draft.gguf).
+#                                          none vs ngram auto vs draft auto vs lookahead, 3 alternating rounds
+# THREADS (default 2), BIN (default build/pagoda), DRAFT (default models/pagoda-small-draft.gguf),
+# LOOKAHEAD (W,N,G, default 1,5,2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-build/pagoda}
 model=${MODEL:-models/pagoda-small.gguf}
 t=${THREADS:-2}
 draft=${DRAFT:-models/pagoda-small-draft.gguf}
+la=${LOOKAHEAD:-1,5,2}
 copy="Repeat after me: the little cat sat on the warm mat by the door. Repeat after me: the little cat"
 free="Once upon a time"
 case "${1:-batch1}" in
@@ -19,10 +21,11 @@ case "${1:-batch1}" in
     temp=${2:-0}
     for w in copy free; do
       prompt=$copy; [ $w = free ] && prompt=$free
-      for s in "none" "ngram 4" "ngram auto" "draft 4" "draft auto"; do
+      for s in "none" "ngram 4" "ngram auto" "draft 4" "draft auto" "lookahead auto"; do
         set -- $s
         args=(); [ "$1" != none ] && args=(--spec "$1" --num-spec-tokens "$2")
         [ "$1" = draft ] && args+=(--draft-model "$draft")
+        [ "$1" = lookahead ] && args+=(--lookahead "$la")
         rates=$(for r in 1 2 3 4 5; do
           "$bin" generate -m "$model" -p "$prompt" -n 256 --temp "$temp" -s $r --ignore-eos -t "$t" "${args[@]}" 2>&1 >/dev/null |
             sed -n 's/^total:.*(\([0-9.]*\) tok\/s)/\1/p'
@@ -33,9 +36,9 @@ case "${1:-batch1}" in
   sweep)
     for c in 1 4 16 64; do
       for round in 1 2 3; do
-        for s in none ngram draft; do
+        for s in none ngram draft lookahead; do
           "$bin" bench throughput -m "$model" --num-prompts 128 --input-len 64 --output-len 128 --max-seqs $c -t "$t" \
-              --spec $s --draft-model "$draft" --json 2>/dev/null |
+              --spec $s --draft-model "$draft" --lookahead "$la" --json 2>/dev/null |
             python3 -c "import json,sys; r=json.load(sys.stdin); print('C=$c round $round $s: output tok/s %.1f acceptance %.2f mean len %.2f' % (r['output_tokens_per_s'], r['spec_acceptance_rate'], r['spec_mean_accepted_len']))"
         done
       done

@@ -94,7 +94,7 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
                  "the model");
   app.add_option("--lookahead", opts->lookahead,
                  "--spec lookahead sizes W,N,G: a window of W guesses per level, n-grams of N tokens, G n-grams "
-                 "verified per step; each step scores (N - 1) * (W + G) <= 64 drafts")
+                 "verified per step (default 1,5,2); each step scores (N - 1) * (W + G) <= 64 drafts")
       ->check([](const std::string& s) {
         Result<LookaheadParams> p = parse_lookahead(s, 64);
         return p ? std::string() : p.status().message();

@@ -58,7 +58,7 @@ struct SpecOptions {
   std::string datastore;
   std::string draft_model;
   std::string skip_layers;
-  std::string lookahead = "4,3,4";  // W,N,G
+  std::string lookahead = "1,5,2";  // W,N,G
 };
 void add_spec_options(CLI::App& app, SpecOptions* opts);
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);

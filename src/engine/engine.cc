@@ -128,9 +128,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     e->proposer_ = std::make_unique<DraftModelProposer>();
   if (config.spec_method == SpecMethod::kLookahead)
     e->proposer_ = std::make_unique<LookaheadProposer>(config.lookahead);
-  // Lookahead proposes its whole tree (auto planning sizes chains).
+  // Lookahead proposes its whole tree; auto planning keeps a prefix of its
+  // nodes (the verification branch first), priced as a chain with the
+  // sequence's measured acceptance.
   const bool tree = config.spec_method == SpecMethod::kLookahead;
-  e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0 && !tree;
+  e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
   e->num_spec_tokens_ = config.num_spec_tokens > 0 ? config.num_spec_tokens
                         : tree                     ? config.lookahead.tree_size()
                                                    : kMaxAutoSpecTokens;

@@ -36,9 +36,13 @@
 namespace pagoda {
 
 struct LookaheadParams {
-  int32_t window = 4;      // W: guesses per level
-  int32_t ngram = 3;       // N: n-gram size (N - 1 levels in the window)
-  int32_t candidates = 4;  // G: n-grams verified per step
+  // The default, 1,5,2, was the fastest on the bundled model (a
+  // compute-bound 4.5M model: every tree node costs; bench/RESULTS.md); a
+  // memory-bound model, whose step costs little more with more nodes, can
+  // afford the paper's wider windows.
+  int32_t window = 1;      // W: guesses per level
+  int32_t ngram = 5;       // N: n-gram size (N - 1 levels in the window)
+  int32_t candidates = 2;  // G: n-grams verified per step
   // Nodes of one proposal: (N - 1) * (W + G).
   int32_t tree_size() const { return (ngram - 1) * (window + candidates); }
 };

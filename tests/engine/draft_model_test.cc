@@ -37,6 +37,8 @@ const std::string kDraft = kModels + "pagoda-small-draft.gguf";
 
 // Layer-skip cases skip the target's layers 2 and 3 (of 5).
 constexpr const char* kSkip = "2,3";
+// Lookahead cases: a window of 4 columns (a branchier tree than the default).
+constexpr LookaheadParams kWideLookahead{.window = 4, .ngram = 3, .candidates = 4};
 
 struct DraftCase {
   const char* name;
@@ -83,10 +85,11 @@ std::unique_ptr<Engine> engine(const DraftCase& c, bool spec) {
     cfg.draft_model = kDraft;
     cfg.skip_layers = kSkip;
     cfg.num_spec_tokens = c.num_spec_tokens;
+    cfg.lookahead = kWideLookahead;
   }
   auto e = Engine::create(kTarget, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
-  if (spec && c.num_spec_tokens == 0 && c.method != SpecMethod::kLookahead) {
+  if (spec && c.num_spec_tokens == 0) {
     // Verification and drafting both free (not timed: a slow sanitizer
     // build must plan the same drafts).
     (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
@@ -191,8 +194,8 @@ INSTANTIATE_TEST_SUITE_P(
                       DraftCase{"skip_preempt_recompute", 32, 40, PreemptMode::kRecompute, 5, SpecMethod::kLayerSkip},
                       DraftCase{"skip_preempt_swap", 32, 40, PreemptMode::kSwap, 2, SpecMethod::kLayerSkip},
                       DraftCase{"skip_auto_free", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLayerSkip},
-                      // Lookahead: 0 is the whole tree (4,3,4: 16 nodes).
-                      DraftCase{"lookahead_roomy", 256, 0, PreemptMode::kRecompute, 0, SpecMethod::kLookahead},
+                      // Lookahead (4,3,4): trees of up to 16 nodes.
+                      DraftCase{"lookahead_roomy", 256, 0, PreemptMode::kRecompute, 16, SpecMethod::kLookahead},
                       DraftCase{"lookahead_chunked_prefill", 7, 0, PreemptMode::kRecompute, 5, SpecMethod::kLookahead},
                       DraftCase{"lookahead_preempt_recompute", 32, 40, PreemptMode::kRecompute, 0,
                                 SpecMethod::kLookahead},
@@ -309,7 +312,8 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps, 
     cfg.spec_method = method;
     cfg.draft_model = kDraft;
     cfg.skip_layers = kSkip;
-    cfg.num_spec_tokens = method == SpecMethod::kLookahead ? 0 : 2;  // lookahead: the whole tree
+    cfg.num_spec_tokens = method == SpecMethod::kLookahead ? kWideLookahead.tree_size() : 2;  // the whole tree
+    cfg.lookahead = kWideLookahead;
     auto e = Engine::create(kTarget, cfg);
     ASSERT_TRUE(e.is_ok()) << e.status().message();
     // Sanitizer builds look for memory and thread errors, not statistical
