@@ -86,8 +86,9 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
                  "draft (a smaller model with the same vocabulary drafts, --draft-model); layer-skip (the model "
                  "drafts for itself with layers skipped: --skip-layers, or the set `pagoda spec tune-skip` stored "
                  "beside the model); lookahead (Jacobi iterations and an n-gram pool, verified as a tree: "
-                 "--lookahead)")
-      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft", "layer-skip", "lookahead"}))
+                 "--lookahead); medusa (extra decoding heads on the model's hidden state propose a tree: "
+                 "--medusa-heads, or MODEL.medusa.gguf beside the model)")
+      ->check(CLI::IsMember({"none", "ngram", "retrieval", "draft", "layer-skip", "lookahead", "medusa"}))
       ->capture_default_str();
   app.add_option("--skip-layers", opts->skip_layers,
                  "layers (0-based, e.g. 1,3) the --spec layer-skip draft skips; default: FILE.skip-layers beside "
@@ -100,6 +101,8 @@ void add_spec_options(CLI::App& app, SpecOptions* opts) {
         return p ? std::string() : p.status().message();
       })
       ->capture_default_str();
+  app.add_option("--medusa-heads", opts->medusa_heads,
+                 "Medusa heads (GGUF) for --spec medusa; default: MODEL.medusa.gguf beside the model");
   app.add_option("--draft-model", opts->draft_model,
                  "GGUF draft model for --spec draft (the target's vocabulary; its K/V shares the target's blocks)");
   app.add_option("--spec-datastore", opts->datastore,
@@ -150,6 +153,7 @@ void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg) {
   cfg->spec_datastore = opts.datastore;
   cfg->draft_model = opts.draft_model;
   cfg->skip_layers = opts.skip_layers;
+  cfg->medusa_heads = opts.medusa_heads;
   Result<LookaheadParams> la = parse_lookahead(opts.lookahead, 64);
   PAGODA_CHECK(la);  // CLI11 checked it
   cfg->lookahead = la.value();

@@ -59,6 +59,7 @@ struct SpecOptions {
   std::string draft_model;
   std::string skip_layers;
   std::string lookahead = "1,5,2";  // W,N,G
+  std::string medusa_heads;
 };
 void add_spec_options(CLI::App& app, SpecOptions* opts);
 void apply_spec_options(const SpecOptions& opts, EngineConfig* cfg);

@@ -1,9 +1,12 @@
 // `pagoda spec build-datastore`: tokenizes a text corpus with a model's
 // tokenizer and writes the suffix-array datastore that `--spec retrieval`
 // proposes drafts from. `pagoda spec tune-skip`: searches the layers
-// `--spec layer-skip` skips and stores them beside the model.
+// `--spec layer-skip` skips and stores them beside the model. `pagoda spec
+// dump-hidden`: the model's final hidden states over a text, the training
+// data of Medusa heads (tools/train/train_medusa.py).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -163,15 +166,74 @@ int tune_skip(int argc, char** argv) {
   return 0;
 }
 
+// File layout (little-endian): "PGMH", u32 version 1, i32 hidden, i32 vocab,
+// i32 window, i32 windows; the output matrix transposed, [hidden][vocab]
+// f32 (the logits of each unit vector); then per window its token ids
+// [window] i32 (the first is BOS) and the final-normed hidden state of every
+// position, [window][hidden] f32.
+int dump_hidden(int argc, char** argv) {
+  CLI::App app("Write a model's final hidden states over a text: training data for Medusa heads", "spec dump-hidden");
+  std::string model = default_model_path(), path, out;
+  int32_t max_tokens = 200000, threads = 0;
+  app.add_option("-m,--model", model, "GGUF model")->capture_default_str();
+  app.add_option("-f,--file", path, "text")->required();
+  app.add_option("-o,--output", out, "file to write")->required();
+  app.add_option("--max-tokens", max_tokens, "text tokens used")->check(CLI::Range(16, 1 << 26))->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads (0: physical cores)")->check(CLI::Range(0, 1024));
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  auto fail_here = [](const std::string& msg) { return cli::fail("spec dump-hidden", msg); };
+  std::string text;
+  if (!read_text_file(path, &text)) return fail_here("cannot read '" + path + "'");
+  auto file = gguf::GGUFFile::open(model);
+  if (!file) return fail_here(file.status().message());
+  auto tok = Tokenizer::from_gguf(**file);
+  if (!tok) return fail_here(tok.status().message());
+  auto config = model_config_from_gguf(**file);
+  if (!config) return fail_here(config.status().message());
+  const int32_t window = std::min(config->train_context_len, 256), H = config->hidden_size, V = config->vocab_size;
+  if ((*tok)->bos_id() < 0) return fail_here("the model has no BOS token");
+  std::vector<int32_t> tokens = (*tok)->encode(text, false, false);
+  tokens.resize(std::min<size_t>(tokens.size(), static_cast<size_t>(max_tokens)));
+  const auto windows = static_cast<int32_t>(tokens.size() / static_cast<size_t>(window - 1));
+  if (windows == 0) return fail_here("the text has fewer tokens than one window");
+  auto lr = make_logits_runner(model, window, threads);
+  if (!lr) return fail_here(lr.status().message());
+  ModelRunner& runner = *lr->runner;
+  std::ofstream f(out, std::ios::binary);
+  auto put = [&](const void* p, size_t n) { f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n)); };
+  const int32_t header[] = {1, H, V, window, windows};
+  put("PGMH", 4);
+  put(header, sizeof(header));
+  std::vector<float> eye(static_cast<size_t>(H) * H, 0.0f), out_t(static_cast<size_t>(H) * V);
+  for (int32_t i = 0; i < H; ++i) eye[static_cast<size_t>(i) * H + i] = 1.0f;
+  runner.model().project_output(eye.data(), H, out_t.data(), runner.pool());
+  put(out_t.data(), out_t.size() * sizeof(float));
+  std::vector<int32_t> ids(static_cast<size_t>(window));
+  for (int32_t w = 0; w < windows; ++w) {
+    ids[0] = (*tok)->bos_id();
+    std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(w) * (window - 1), window - 1, ids.begin() + 1);
+    auto logits = prompt_logits(runner, ids);
+    if (!logits) return fail_here(logits.status().message());
+    put(ids.data(), ids.size() * sizeof(int32_t));
+    for (int32_t t = 0; t < window; ++t) put(runner.model().output_hidden(t), static_cast<size_t>(H) * sizeof(float));
+  }
+  f.close();
+  if (!f) return fail_here("cannot write '" + out + "'");
+  std::fprintf(stderr, "dump-hidden: %d windows of %d tokens, hidden %d -> %s\n", windows, window, H, out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_spec(int argc, char** argv) {
   const std::string which = argc >= 2 ? argv[1] : "";
   if (which == "build-datastore") return build_datastore(argc - 1, argv + 1);
   if (which == "tune-skip") return tune_skip(argc - 1, argv + 1);
+  if (which == "dump-hidden") return dump_hidden(argc - 1, argv + 1);
   std::fprintf(stderr,
                "pagoda spec: error: %s\nusage: pagoda spec build-datastore -m MODEL -f TEXT -o FILE\n"
-               "       pagoda spec tune-skip -m MODEL -f TEXT [-o FILE]\n",
+               "       pagoda spec tune-skip -m MODEL -f TEXT [-o FILE]\n"
+               "       pagoda spec dump-hidden -m MODEL -f TEXT -o FILE\n",
                which.empty() ? "no tool given" : ("unknown tool '" + which + "'").c_str());
   return 2;
 }

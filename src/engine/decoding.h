@@ -76,6 +76,9 @@ class DecodingHost {
   // An accepted draft of a tree moves to its place in the sequence: its K/V
   // rows go from cache position from_pos to to_pos (to_pos <= from_pos).
   virtual void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) = 0;
+  // The target's final-normed hidden state behind a row of this step's
+  // logits (a pointer on_logits was given).
+  virtual std::span<const float> hidden_of(const float* logits_row) const = 0;
   // Time spent in the proposer, for the statistics.
   virtual void record_draft_seconds(double seconds) = 0;
   // Structured output: the vocabulary as grammars see it (built on first

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "core/check.h"
 #include "spec/datastore.h"
@@ -43,6 +44,8 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
   PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched.kv_policy, mc.sliding_window > 0 || mc.has_attn_sinks));
+  if (config.spec_method == SpecMethod::kMedusa && mc.sliding_window > 0)
+    return invalid_argument("Medusa speculation needs full attention: this model has sliding-window layers");
   if (config.spec_method == SpecMethod::kLookahead) {
     const LookaheadParams& la = config.lookahead;
     if (la.window < 1 || la.ngram < 2 || la.candidates < 1 || la.tree_size() > ModelRunner::kMaxTreeDrafts)
@@ -128,15 +131,31 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     e->proposer_ = std::make_unique<DraftModelProposer>();
   if (config.spec_method == SpecMethod::kLookahead)
     e->proposer_ = std::make_unique<LookaheadProposer>(config.lookahead);
-  // Lookahead proposes its whole tree; auto planning keeps a prefix of its
-  // nodes (the verification branch first), priced as a chain with the
+  std::optional<MedusaHeads> medusa;
+  if (config.spec_method == SpecMethod::kMedusa) {
+    const std::string path = config.medusa_heads.empty() ? medusa_heads_path(model_path) : config.medusa_heads;
+    if (!std::filesystem::exists(path))
+      return invalid_argument("Medusa speculation needs heads: --medusa-heads FILE, or " + path +
+                              " (written by tools/train/train_medusa.py)");
+    PAGODA_ASSIGN_OR_RETURN(medusa, MedusaHeads::load(path, mc.hidden_size, mc.vocab_size));
+  }
+  // Trees (lookahead, Medusa) are proposed whole; auto planning keeps a
+  // prefix of their nodes (the best first), priced as a chain with the
   // sequence's measured acceptance.
-  const bool tree = config.spec_method == SpecMethod::kLookahead;
-  e->spec_auto_ = e->proposer_ && config.num_spec_tokens == 0;
-  e->num_spec_tokens_ = config.num_spec_tokens > 0 ? config.num_spec_tokens
-                        : tree                     ? config.lookahead.tree_size()
-                                                   : kMaxAutoSpecTokens;
+  e->spec_auto_ = (e->proposer_ || medusa) && config.num_spec_tokens == 0;
+  e->num_spec_tokens_ = config.num_spec_tokens > 0                     ? config.num_spec_tokens
+                        : config.spec_method == SpecMethod::kLookahead ? config.lookahead.tree_size()
+                        : medusa                                       ? kDefaultMedusaNodes
+                                                                       : kMaxAutoSpecTokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
+  if (medusa) {
+    // The heads end in the target's own output matrix, on its thread pool.
+    ModelRunner* runner = e->runner_.get();
+    e->proposer_ = std::make_unique<MedusaProposer>(
+        std::move(*medusa), mc.vocab_size, [runner](const float* hidden, int32_t rows, float* logits) {
+          runner->model().project_output(hidden, rows, logits, runner->pool());
+        });
+  }
   if (e->draft_) {
     PAGODA_RETURN_IF_ERROR(e->draft_->start(static_cast<int32_t>(rc.num_blocks),
                                             static_cast<int32_t>(rc.num_host_blocks), rc.block_size, rc.kv_cache_dtype,
@@ -299,6 +318,14 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) 
   c.spec_acceptance.record(num_drafts, num_accepted);
 }
 
+std::span<const float> Engine::hidden_of(const float* logits_row) const {
+  const auto vocab = static_cast<size_t>(model_config().vocab_size);
+  const auto offset = static_cast<size_t>(logits_row - step_logits_.data());
+  PAGODA_CHECK(logits_row >= step_logits_.data() && offset < step_logits_.size() && offset % vocab == 0);
+  return {runner_->model().output_hidden(static_cast<int64_t>(offset / vocab)),
+          static_cast<size_t>(model_config().hidden_size)};
+}
+
 void Engine::move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) {
   PAGODA_CHECK(!draft_ && to_pos <= from_pos);  // a draft model's drafts are chains
   if (from_pos == to_pos) return;
@@ -384,8 +411,10 @@ std::vector<RequestOutput> Engine::step() {
   const SchedulerOutput out = scheduler_->schedule(t_start);  // 1. schedule
   if (out.empty()) return {};
   mark_scheduled(out, t_start);
-  const double draft_seconds = draft_ ? run_draft_model(out) : 0.0;     //    (a draft model drafts)
-  const std::span<float> logits = runner_->execute(out, *kv_manager_);  // 2. execute
+  const double draft_seconds = draft_                                              ? run_draft_model(out)
+                               : proposer_ && proposer_->drafts_after_scheduling() ? fill_tree_drafts(out)
+                                                                                   : 0.0;  // (drafts)
+  const std::span<float> logits = runner_->execute(out, *kv_manager_);                     // 2. execute
   scheduler_->on_step_done(out);
   const double kv_waste = kv_manager_->kv_waste();
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
@@ -435,6 +464,21 @@ double Engine::run_draft_model(const SchedulerOutput& out) {
   return seconds;
 }
 
+double Engine::fill_tree_drafts(const SchedulerOutput& out) {
+  const double t0 = now();
+  std::vector<TreeFill> fills;
+  for (const ScheduledSeq& s : out.scheduled) {
+    if (s.num_draft_tokens == 0) continue;
+    Choice& c = *requests_.at(s.seq->request_id)->choices.at(s.seq->index);
+    PAGODA_CHECK(c.spec_state && static_cast<int32_t>(c.seq.draft_tokens.size()) == s.num_draft_tokens);
+    fills.push_back({c.spec_state.get(), &c.seq.draft_tokens, &c.seq.draft_parents});
+  }
+  if (!fills.empty()) proposer_->fill_trees(fills);
+  const double seconds = now() - t0;
+  stats_.record_draft_seconds(seconds);
+  return seconds;
+}
+
 void Engine::mark_scheduled(const SchedulerOutput& out, double t) {
   for (const ScheduledSeq& s : out.scheduled) {
     Request& r = *requests_.at(s.seq->request_id);
@@ -449,6 +493,7 @@ std::vector<RequestOutput> Engine::sample(const SchedulerOutput& out, std::span<
   std::vector<RequestOutput> outputs;
   std::vector<Request*> touched;
   const auto vocab_size = static_cast<size_t>(model_config().vocab_size);
+  step_logits_ = logits;
   size_t row = 0;
   for (const ScheduledSeq& s : out.scheduled) {
     if (s.num_logits == 0) continue;
@@ -459,6 +504,7 @@ std::vector<RequestOutput> Engine::sample(const SchedulerOutput& out, std::span<
   }
   PAGODA_CHECK(row * vocab_size == logits.size());
   for (Request* req : touched) req->strategy->end_step(outputs);
+  step_logits_ = {};
   return outputs;
 }
 

@@ -25,6 +25,7 @@
 #include "spec/draft_model.h"
 #include "spec/draft_planner.h"
 #include "spec/lookahead.h"
+#include "spec/medusa.h"
 #include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,6 +53,9 @@ struct EngineConfig {
   // lookahead: window, n-gram size, candidates (--lookahead W,N,G); its
   // tree of (N - 1) * (W + G) drafts is cut to num_spec_tokens when set.
   LookaheadParams lookahead;
+  // medusa: the heads file; empty: MODEL.medusa.gguf beside the model. Its
+  // trees have up to num_spec_tokens nodes (kDefaultMedusaNodes when 0).
+  std::string medusa_heads;
   // SLO policy: refuse (kResourceExhausted) a request whose predicted TTFT
   // already exceeds its target, instead of serving it late.
   bool slo_reject = false;
@@ -72,6 +76,8 @@ Status check_slo_admission(double ttft_target_s, double predicted_s);
 class Engine : private DecodingHost {
  public:
   static constexpr int32_t kMaxAutoSpecTokens = 8;
+  // Medusa's tree size unless num_spec_tokens sets it.
+  static constexpr int32_t kDefaultMedusaNodes = 16;
 
   // Loads the model and checks every setting before the (slow) weight
   // repacking, so a bad configuration fails fast.
@@ -142,6 +148,9 @@ class Engine : private DecodingHost {
   // Draft model: keeps its cache up with the step's known tokens and fills
   // the drafts the scheduler made room for. Returns the seconds it took.
   double run_draft_model(const SchedulerOutput& out);
+  // Medusa: the scheduled placeholders become trees (one batched pass of
+  // the heads). Returns the seconds it took.
+  double fill_tree_drafts(const SchedulerOutput& out);
   // DecodingHost.
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
@@ -149,6 +158,7 @@ class Engine : private DecodingHost {
   int32_t num_spec_tokens() const override { return num_spec_tokens_; }
   void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) override;
   void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) override;
+  std::span<const float> hidden_of(const float* logits_row) const override;
   void record_draft_seconds(double seconds) override { stats_.record_draft_seconds(seconds); }
   const grammar::TokenVocab& grammar_vocab() override;
   void record_grammar_mask(double seconds) override { stats_.record_grammar_mask(seconds); }
@@ -173,6 +183,7 @@ class Engine : private DecodingHost {
   StepCostModel draft_cost_;  // the draft model's forward time (auto speculation)
   int32_t num_spec_tokens_ = 0;
   bool spec_auto_ = false;
+  std::span<const float> step_logits_;  // this step's logits, while sample() runs
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;
   StepStats stats_;

@@ -40,8 +40,10 @@ class SpeculativeDecoding : public DecodingStrategy {
     std::optional<RequestOutput> out;
     int32_t num_accepted = 0;
     // node: the last accepted draft (-1: none yet); its row scores what follows.
+    const float* last_row = logits;  // the row the newest token was sampled from
     for (int32_t node = -1; !c.finished;) {
       float* row = logits + static_cast<size_t>(node + 1) * vocab_size;
+      last_row = row;
       const Sequence& seq = c.seq;
       // Penalties see every token accepted so far, as they would unspeculated.
       const std::span<const int32_t> prompt(seq.tokens.data(), seq.num_prompt_tokens);
@@ -92,6 +94,11 @@ class SpeculativeDecoding : public DecodingStrategy {
     host_.accept_drafts(c, num_drafts, num_accepted);
     if (c.finished) return;
     c.seq.clear_drafts();
+    const Proposer& p = *host_.proposer();
+    if (p.wants_hidden()) {
+      if (!c.spec_state) c.spec_state = p.make_state();
+      p.set_hidden(c.spec_state.get(), host_.hidden_of(last_row));
+    }
     propose(c);
   }
 

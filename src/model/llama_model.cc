@@ -451,4 +451,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   kernels::matmul(output_, ws_.h.data(), c.hidden_size, rows, logits, c.vocab_size, pool);
 }
 
+void LlamaModel::project_output(const float* hidden, int64_t rows, float* logits, ThreadPool& pool) const {
+  kernels::matmul(output_, hidden, config_.hidden_size, rows, logits, config_.vocab_size, pool);
+}
+
 }  // namespace pagoda

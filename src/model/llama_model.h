@@ -43,6 +43,11 @@ class LlamaModel {
   // Computes the batch, writes its K/V into `kv`, and stores the logits of
   // batch.logit_rows into `logits` ([rows][vocab_size]).
   void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits);
+  // After forward(): the final-normed hidden state logits row r was computed
+  // from ([hidden_size]; valid until the next forward).
+  const float* output_hidden(int64_t r) const { return &ws_.h[static_cast<size_t>(r) * config_.hidden_size]; }
+  // The output matrix on `rows` hidden rows (Medusa heads' logits).
+  void project_output(const float* hidden, int64_t rows, float* logits, ThreadPool& pool) const;
 
   // Re-rotates every key of each listed block, all layers, by its delta
   // positions with the layer's RoPE (angles only: YaRN's magnitude scale was

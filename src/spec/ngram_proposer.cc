@@ -19,6 +19,8 @@ bool parse_spec_method(std::string_view name, SpecMethod* out) {
     *out = SpecMethod::kLayerSkip;
   } else if (name == "lookahead") {
     *out = SpecMethod::kLookahead;
+  } else if (name == "medusa") {
+    *out = SpecMethod::kMedusa;
   } else {
     return false;
   }
@@ -33,6 +35,7 @@ const char* spec_method_name(SpecMethod m) {
     case SpecMethod::kDraft: return "draft";
     case SpecMethod::kLayerSkip: return "layer-skip";
     case SpecMethod::kLookahead: return "lookahead";
+    case SpecMethod::kMedusa: return "medusa";
   }
   return "?";
 }

@@ -20,9 +20,11 @@ enum class SpecMethod {
   kDraft,      // a smaller model with the same vocabulary drafts (spec/draft_model.h)
   kLayerSkip,  // the target with layers skipped drafts for itself (spec/layer_skip.h)
   kLookahead,  // Jacobi iterations and an n-gram pool, drafts as a tree (spec/lookahead.h)
+  kMedusa,     // extra decoding heads on the target's hidden state, drafts as a tree (spec/medusa.h)
 };
 
-// Parses "none" | "ngram" | "retrieval" | "draft" | "layer-skip" | "lookahead"; false for anything else.
+// Parses "none" | "ngram" | "retrieval" | "draft" | "layer-skip" | "lookahead" | "medusa"; false for
+// anything else.
 bool parse_spec_method(std::string_view name, SpecMethod* out);
 const char* spec_method_name(SpecMethod m);
 
@@ -30,6 +32,15 @@ const char* spec_method_name(SpecMethod m);
 class ProposerState {
  public:
   virtual ~ProposerState() = default;
+};
+
+// A tree to fill after scheduling (Medusa): `draft` holds the scheduled
+// number of placeholders; the proposer replaces them with as many nodes and
+// sets `parents`.
+struct TreeFill {
+  ProposerState* state = nullptr;
+  std::vector<int32_t>* draft = nullptr;
+  std::vector<int32_t>* parents = nullptr;
 };
 
 class Proposer {
@@ -54,6 +65,14 @@ class Proposer {
     propose(tokens, std::min(max_tokens, max_depth), draft);
     parents->clear();
   }
+  // A proposer that drafts from the target's hidden state (Medusa) gets,
+  // before each proposal, the final-normed hidden row the sequence's newest
+  // token was sampled from.
+  virtual bool wants_hidden() const { return false; }
+  // A drafts_after_scheduling() proposer without a draft model fills the
+  // scheduled sequences' placeholders here, all at once (one batched pass).
+  virtual void fill_trees(std::span<const TreeFill> fills) const {}
+  virtual void set_hidden(ProposerState* state, std::span<const float> hidden) const {}
   // After the target scored the last proposal: the raw logits of its first
   // num_scored drafts (those the scheduler kept), [num_scored][vocab_size].
   virtual void observe(ProposerState* state, const float* draft_logits, int32_t num_scored, int32_t vocab_size) const {}

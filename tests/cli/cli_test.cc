@@ -106,6 +106,22 @@ TEST(Cli, GenerateWithLookaheadPrintsTheSameText) {
   EXPECT_NE(s_on.out, off.out) << "sampling changed nothing: the check is vacuous";
 }
 
+TEST(Cli, GenerateWithMedusaHeadsPrintsTheSameText) {
+  // The bundled heads sit beside the bundled model: found without a flag.
+  const std::string args = "generate -m " + std::string(PAGODA_SOURCE_DIR) +
+                           "/models/pagoda-small.gguf -p 'And the LORD said unto Moses,' -n 64 -t 2 --ignore-eos";
+  const auto off = run(args + " --temp 0");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto on = run(args + " --temp 0 --spec medusa");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, off.out);
+  EXPECT_NE(on.err.find("speculative (medusa):"), std::string::npos) << on.err;
+  const auto s_off = run(args + " --temp 0.8 --seed 9");
+  const auto s_on = run(args + " --temp 0.8 --seed 9 --spec medusa --num-spec-tokens 10");
+  ASSERT_EQ(s_on.exit_code, 0) << s_on.err;
+  EXPECT_EQ(s_on.out, s_off.out) << "tree verification draws one sample per token, as without speculation";
+}
+
 TEST(Cli, GenerateWithADraftModelPrintsTheSameText) {
   const std::string models = std::string(PAGODA_SOURCE_DIR) + "/models/";
   const std::string args = "generate -m " + models + "pagoda-small.gguf -p 'And the LORD said unto Moses,' -n 48 " +
@@ -368,6 +384,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"LookaheadSizesNotThree", "generate -m " + kStories + " -p hi --spec lookahead --lookahead 4,3"},
         BadCase{"LookaheadTreeTooBig", "generate -m " + kStories + " -p hi --spec lookahead --lookahead 30,4,10"},
         BadCase{"LookaheadNgramOne", "generate -m " + kStories + " -p hi --spec lookahead --lookahead 4,1,4"},
+        BadCase{"MedusaWithoutHeads", "generate -m " + kStories + " -p hi --spec medusa"},
+        BadCase{"MedusaHeadsNotGguf", "generate -m " + kStories + " -p hi --spec medusa --medusa-heads /etc/passwd"},
+        BadCase{"DumpHiddenNoText", "spec dump-hidden -m " + kStories + " -f /nonexistent -o /tmp/x"},
         BadCase{"RetrievalWithoutDatastore", "generate -m " + kStories + " -p hi --spec retrieval"},
         BadCase{"DraftWithoutModel", "generate -m " + kStories + " -p hi --spec draft"},
         BadCase{"SkipLayersOutOfRange", "generate -m " + kStories + " -p hi --spec layer-skip --skip-layers 99"},

@@ -11,9 +11,10 @@
 //    exact one computed from the target's logits, by a chi-square test;
 //  - a draft model with another vocabulary, or none, is a clear error.
 // The same for self-speculation (layer skip: the target with layers 2 and 3
-// skipped drafts for itself) and for lookahead decoding (a tree of drafts
-// from the Jacobi window and the n-gram pool, verified with tree attention:
-// the accepted path's K/V rows move into place).
+// skipped drafts for itself), for lookahead decoding (a tree of drafts from
+// the Jacobi window and the n-gram pool, verified with tree attention: the
+// accepted path's K/V rows move into place) and for Medusa (a tree from the
+// bundled heads' top candidates).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,7 +61,7 @@ ModelConfig config_of(const std::string& path) {
 // K + V bytes of one block of the target and its draft together.
 int64_t pair_block_bytes(int32_t block_size, SpecMethod method) {
   const ModelConfig t = config_of(kTarget);
-  if (method == SpecMethod::kLookahead)  // no draft K/V
+  if (method == SpecMethod::kLookahead || method == SpecMethod::kMedusa)  // no draft K/V
     return static_cast<int64_t>(KVStorage::bytes_per_block(t.num_layers, block_size, t.num_kv_heads, t.head_dim));
   const ModelConfig d = method == SpecMethod::kDraft ? config_of(kDraft) : t;
   const int32_t draft_layers = method == SpecMethod::kDraft ? d.num_layers : t.num_layers - 2;
@@ -200,7 +201,12 @@ INSTANTIATE_TEST_SUITE_P(
                       DraftCase{"lookahead_preempt_recompute", 32, 40, PreemptMode::kRecompute, 0,
                                 SpecMethod::kLookahead},
                       DraftCase{"lookahead_preempt_swap", 32, 40, PreemptMode::kSwap, 9, SpecMethod::kLookahead},
-                      DraftCase{"lookahead_cut_tree", 256, 0, PreemptMode::kRecompute, 5, SpecMethod::kLookahead}),
+                      DraftCase{"lookahead_cut_tree", 256, 0, PreemptMode::kRecompute, 5, SpecMethod::kLookahead},
+                      // Medusa: the bundled heads (models/pagoda-small.medusa.gguf).
+                      DraftCase{"medusa_roomy", 256, 0, PreemptMode::kRecompute, 16, SpecMethod::kMedusa},
+                      DraftCase{"medusa_chunked_prefill", 7, 0, PreemptMode::kRecompute, 5, SpecMethod::kMedusa},
+                      DraftCase{"medusa_preempt_recompute", 32, 40, PreemptMode::kRecompute, 0, SpecMethod::kMedusa},
+                      DraftCase{"medusa_preempt_swap", 32, 40, PreemptMode::kSwap, 9, SpecMethod::kMedusa}),
     [](const ::testing::TestParamInfo<DraftCase>& i) { return std::string(i.param.name); });
 
 // The first three sampled tokens of `method`'s runs against the exact joint
@@ -312,7 +318,9 @@ void check_first_three_tokens(SpecMethod method, std::span<const float> top_ps, 
     cfg.spec_method = method;
     cfg.draft_model = kDraft;
     cfg.skip_layers = kSkip;
-    cfg.num_spec_tokens = method == SpecMethod::kLookahead ? kWideLookahead.tree_size() : 2;  // the whole tree
+    cfg.num_spec_tokens = method == SpecMethod::kLookahead ? kWideLookahead.tree_size()  // the whole tree
+                          : method == SpecMethod::kMedusa  ? 16
+                                                           : 2;
     cfg.lookahead = kWideLookahead;
     auto e = Engine::create(kTarget, cfg);
     ASSERT_TRUE(e.is_ok()) << e.status().message();
@@ -371,6 +379,29 @@ TEST(LayerSkipSampling, FirstThreeTokensKeepTheTargetDistribution) {
 TEST(LookaheadSampling, FirstThreeTokensKeepTheTargetDistribution) {
   const float top_ps[] = {0.9f};
   check_first_three_tokens(SpecMethod::kLookahead, top_ps);
+}
+
+TEST(MedusaSampling, FirstThreeTokensKeepTheTargetDistribution) {
+  const float top_ps[] = {0.9f};
+  check_first_three_tokens(SpecMethod::kMedusa, top_ps);
+}
+
+TEST(Medusa, NeedsHeadsMadeForTheModel) {
+  EngineConfig cfg;
+  cfg.spec_method = SpecMethod::kMedusa;
+  cfg.medusa_heads = "/nonexistent.medusa.gguf";
+  auto missing = Engine::create(kTarget, cfg);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("Medusa"), std::string::npos) << missing.status().message();
+  cfg.medusa_heads = kDraft;  // a GGUF, not heads
+  auto other = Engine::create(kTarget, cfg);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("not a Medusa heads file"), std::string::npos) << other.status().message();
+  // The random tiny model (another hidden size) finds no heads beside it.
+  cfg.medusa_heads.clear();
+  auto none = Engine::create(testing_util::tiny_model_path(), cfg);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("needs heads"), std::string::npos) << none.status().message();
 }
 
 TEST(LayerSkip, NeedsAValidSkipSet) {
