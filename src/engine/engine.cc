@@ -162,6 +162,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                                             e->runner_->pool()));
   }
   if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
+  if (e->spec_auto_ && medusa) e->profile_tree_fill();
   e->slo_reject_ = config.slo_reject;
   if (config.sched.policy == SchedPolicy::kSlo && config.sched.step_time.per_token_s <= 0)
     e->profile_slo_step_time(config.sched.max_num_batched_tokens);
@@ -392,10 +393,20 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
   if (choices.empty()) return;
   const std::vector<int32_t> k =
-      plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr);
+      plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
+                         tree_fill_seconds_per_seq_);
   for (size_t i = 0; i < choices.size(); ++i) {
-    choices[i]->seq.resize_drafts(static_cast<size_t>(k[i]));
-    if (k[i] == 0) choices[i]->spec_acceptance.fade();
+    AcceptanceCounts& a = choices[i]->spec_acceptance;
+    int32_t keep = k[i];
+    // A sequence planned away for ~90 steps (its counts faded below 1%) is
+    // probed with a few drafts: the engine-wide prior may be stale (one bad
+    // start at batch 1 is all it knows), and text changes.
+    constexpr double kProbeBelow = 0.01;
+    constexpr int32_t kProbeDrafts = 4;
+    if (keep == 0 && a.num_accepted + a.num_rejected < kProbeBelow && a.num_accepted + a.num_rejected > 0)
+      keep = std::min(kProbeDrafts, candidates[i].max_drafts);
+    choices[i]->seq.resize_drafts(static_cast<size_t>(keep));
+    if (keep == 0) a.fade();
   }
 }
 
@@ -464,6 +475,23 @@ double Engine::run_draft_model(const SchedulerOutput& out) {
   return seconds;
 }
 
+void Engine::profile_tree_fill() {
+  // One sequence's full tree from a zero hidden state, the fastest of three.
+  std::unique_ptr<ProposerState> st = proposer_->make_state();
+  const std::vector<float> hidden(static_cast<size_t>(model_config().hidden_size), 0.0f);
+  std::vector<int32_t> draft, parents;
+  double best = 1e9;
+  for (int r = 0; r < 3; ++r) {
+    proposer_->set_hidden(st.get(), hidden);
+    proposer_->propose({}, num_spec_tokens_, &draft);
+    const TreeFill fill{st.get(), &draft, &parents};
+    const double t0 = now();
+    proposer_->fill_trees({&fill, 1});
+    best = std::min(best, now() - t0);
+  }
+  tree_fill_seconds_per_seq_ = best;
+}
+
 double Engine::fill_tree_drafts(const SchedulerOutput& out) {
   const double t0 = now();
   std::vector<TreeFill> fills;
@@ -475,6 +503,14 @@ double Engine::fill_tree_drafts(const SchedulerOutput& out) {
   }
   if (!fills.empty()) proposer_->fill_trees(fills);
   const double seconds = now() - t0;
+  // What one sequence's heads cost, for the planner: a running mean from
+  // the start-up profile, a spike (a busy machine) counting at most twice
+  // the estimate so one slow step cannot switch drafting off for good.
+  if (!fills.empty() && spec_auto_ && learn_step_cost_) {
+    const double per_seq = seconds / static_cast<double>(fills.size());
+    tree_fill_seconds_per_seq_ =
+        0.9 * tree_fill_seconds_per_seq_ + 0.1 * std::min(per_seq, 2 * tree_fill_seconds_per_seq_);
+  }
   stats_.record_draft_seconds(seconds);
   return seconds;
 }

@@ -151,6 +151,8 @@ class Engine : private DecodingHost {
   // Medusa: the scheduled placeholders become trees (one batched pass of
   // the heads). Returns the seconds it took.
   double fill_tree_drafts(const SchedulerOutput& out);
+  // Times one sequence's tree fill (auto planning prices it per sequence).
+  void profile_tree_fill();
   // DecodingHost.
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
@@ -183,7 +185,8 @@ class Engine : private DecodingHost {
   StepCostModel draft_cost_;  // the draft model's forward time (auto speculation)
   int32_t num_spec_tokens_ = 0;
   bool spec_auto_ = false;
-  std::span<const float> step_logits_;  // this step's logits, while sample() runs
+  std::span<const float> step_logits_;    // this step's logits, while sample() runs
+  double tree_fill_seconds_per_seq_ = 0;  // Medusa: the heads' pass per drafting sequence (learned)
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;
   StepStats stats_;

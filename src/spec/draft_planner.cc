@@ -65,7 +65,8 @@ double optimistic_acceptance(double num_accepted, double num_rejected, double pr
 }
 
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
-                                        std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost) {
+                                        std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost,
+                                        double first_draft_seconds) {
   // Each candidate's marginal gains a, a^2, ... fall, so taking the d best
   // gains over all candidates maximizes the expected tokens for d drafts.
   // Order every draft by gain, then pick the d with the best tokens per
@@ -95,6 +96,7 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
     expected += gain;
     const int32_t t = ++taken[i];
     if (t < candidates[i].max_drafts) next.push({gain * candidates[i].acceptance, i});
+    if (t == 1) draft_seconds += first_draft_seconds;
     if (draft_cost) {
       int32_t& n = pass_size[static_cast<size_t>(t - 1)];
       draft_seconds += draft_cost->seconds(n + 1) - (n > 0 ? draft_cost->seconds(n) : 0.0);

@@ -82,9 +82,11 @@ struct DraftCandidate {
 // So when every token costs the same (compute-bound), no draft is worth it.
 // With draft_cost (a draft model's forward time by batched tokens), the
 // drafting counts too: one batched forward per draft position, over the
-// sequences drafting that deep.
+// sequences drafting that deep. first_draft_seconds: what drafting costs a
+// sequence that drafts at all, however deep (Medusa's heads: one pass per
+// sequence).
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates,
-                                        const StepCostModel* draft_cost = nullptr);
+                                        const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0);
 
 }  // namespace pagoda

@@ -119,6 +119,22 @@ TEST(PlanDraftLengths, ADraftModelsForwardsCount) {
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, &slow_draft), (std::vector<int32_t>{2, 2}));
 }
 
+TEST(PlanDraftLengths, APerSequenceDraftingCostCounts) {
+  // Free verification; Medusa's heads cost each drafting sequence once.
+  const StepCostModel flat({{1, 10e-3}, {512, 10e-3}});
+  const std::vector<DraftCandidate> one = {{0.5, 8}};
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 0.0), (std::vector<int32_t>{8}));
+  // 2 ms: ~2 tokens in 12 ms beat 1 in 10.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 2e-3), (std::vector<int32_t>{8}));
+  // 20 ms: ~2 tokens in 30 ms lose to 1 in 10.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 20e-3), (std::vector<int32_t>{0}));
+  // Paid per sequence: two sequences at 2 ms each draw ~4 tokens in 14 ms
+  // (vs 2 in 10); at 8 ms each, 4 in 26 and 3 in 18 both lose.
+  const std::vector<DraftCandidate> two = {{0.5, 8}, {0.5, 8}};
+  EXPECT_EQ(plan_draft_lengths(flat, 2, two, nullptr, 2e-3), (std::vector<int32_t>{8, 8}));
+  EXPECT_EQ(plan_draft_lengths(flat, 2, two, nullptr, 8e-3), (std::vector<int32_t>{0, 0}));
+}
+
 TEST(PlanDraftLengths, SpeculationShrinksAsTheBatchGrows) {
   // Memory-bound up to ~16 tokens, then linear: a CPU's decode step.
   const StepCostModel cpu({{1, 10e-3}, {16, 12e-3}, {64, 40e-3}, {256, 160e-3}});
