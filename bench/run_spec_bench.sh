@@ -2,9 +2,9 @@
 # Speculative decoding on the bundled model (or MODEL=FILE).
 #   bench/run_spec_bench.sh batch1 [TEMP]  generate -n 256, copy-heavy and free prompts,
 #                                          none / ngram K=4 / ngram auto / draft K=4 / draft auto /
-#                                          lookahead (whole tree), median of 5 total tok/s
+#                                          lookahead auto / medusa auto, median of 5 total tok/s
 #   bench/run_spec_bench.sh sweep          bench throughput at --max-seqs 1, 4, 16, 64,
-#                                          none vs ngram auto vs draft auto vs lookahead, 3 alternating rounds
+#                                          none vs ngram / draft / lookahead / medusa auto, 3 alternating rounds
 # THREADS (default 2), BIN (default build/pagoda), DRAFT (default models/pagoda-small-draft.gguf),
 # LOOKAHEAD (W,N,G, default 1,5,2).
 set -euo pipefail
@@ -21,7 +21,7 @@ case "${1:-batch1}" in
     temp=${2:-0}
     for w in copy free; do
       prompt=$copy; [ $w = free ] && prompt=$free
-      for s in "none" "ngram 4" "ngram auto" "draft 4" "draft auto" "lookahead auto"; do
+      for s in "none" "ngram 4" "ngram auto" "draft 4" "draft auto" "lookahead auto" "medusa auto"; do
         set -- $s
         args=(); [ "$1" != none ] && args=(--spec "$1" --num-spec-tokens "$2")
         [ "$1" = draft ] && args+=(--draft-model "$draft")
@@ -36,7 +36,7 @@ case "${1:-batch1}" in
   sweep)
     for c in 1 4 16 64; do
       for round in 1 2 3; do
-        for s in none ngram draft lookahead; do
+        for s in none ngram draft lookahead medusa; do
           "$bin" bench throughput -m "$model" --num-prompts 128 --input-len 64 --output-len 128 --max-seqs $c -t "$t" \
               --spec $s --draft-model "$draft" --lookahead "$la" --json 2>/dev/null |
             python3 -c "import json,sys; r=json.load(sys.stdin); print('C=$c round $round $s: output tok/s %.1f acceptance %.2f mean len %.2f' % (r['output_tokens_per_s'], r['spec_acceptance_rate'], r['spec_mean_accepted_len']))"
