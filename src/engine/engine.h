@@ -123,8 +123,10 @@ class Engine : private DecodingHost {
     step_cost_ = std::move(m);
     learn_step_cost_ = false;
   }
-  // The same for a draft model's (or layer-skip draft's) forward time.
+  // The same for a draft model's (or layer-skip draft's) forward time; for
+  // Medusa, its one-token time is the heads' pass per drafting sequence.
   void set_draft_cost_model(StepCostModel m) {
+    tree_fill_seconds_per_seq_ = m.empty() ? 0.0 : m.seconds(1);
     draft_cost_ = std::move(m);
     learn_step_cost_ = false;
   }
