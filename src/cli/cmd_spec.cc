@@ -24,6 +24,24 @@ namespace {
 
 int fail(const std::string& msg) { return cli::fail("spec build-datastore", msg); }
 
+// What every tool here starts from: a text, and the model's file, tokenizer
+// and shape.
+struct ModelAndText {
+  std::string text;
+  std::unique_ptr<gguf::GGUFFile> file;
+  std::unique_ptr<Tokenizer> tok;
+  ModelConfig config;
+};
+
+Result<ModelAndText> open_model_and_text(const std::string& model, const std::string& path) {
+  ModelAndText m;
+  if (!read_text_file(path, &m.text)) return invalid_argument("cannot read '" + path + "'");
+  PAGODA_ASSIGN_OR_RETURN(m.file, gguf::GGUFFile::open(model));
+  PAGODA_ASSIGN_OR_RETURN(m.tok, Tokenizer::from_gguf(*m.file));
+  PAGODA_ASSIGN_OR_RETURN(m.config, model_config_from_gguf(*m.file));
+  return m;
+}
+
 int build_datastore(int argc, char** argv) {
   CLI::App app("Build a retrieval datastore (suffix array over a tokenized corpus) for --spec retrieval",
                "spec build-datastore");
@@ -32,15 +50,9 @@ int build_datastore(int argc, char** argv) {
   app.add_option("-f,--file", path, "corpus text file")->required();
   app.add_option("-o,--output", out, "datastore file to write")->required();
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
-  std::string text;
-  if (!read_text_file(path, &text)) return fail("cannot read '" + path + "'");
-  auto file = gguf::GGUFFile::open(model);
-  if (!file) return fail(file.status().message());
-  auto tok = Tokenizer::from_gguf(**file);
-  if (!tok) return fail(tok.status().message());
-  auto config = model_config_from_gguf(**file);  // ids are checked against the model's vocabulary at load
-  if (!config) return fail(config.status().message());
-  auto store = Datastore::build((*tok)->encode(text, false, false), config->vocab_size);
+  auto m = open_model_and_text(model, path);  // ids are checked against the model's vocabulary at load
+  if (!m) return fail(m.status().message());
+  auto store = Datastore::build(m->tok->encode(m->text, false, false), m->config.vocab_size);
   if (!store) return fail(store.status().message());
   if (Status st = (*store)->save(out); !st.is_ok()) return fail(st.message());
   std::fprintf(stderr, "datastore: %lld tokens -> %s\n", static_cast<long long>((*store)->num_tokens()), out.c_str());
@@ -77,17 +89,12 @@ int tune_skip(int argc, char** argv) {
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   auto fail_here = [](const std::string& msg) { return cli::fail("spec tune-skip", msg); };
   if (out.empty()) out = skip_layers_path(model);
-  std::string text;
-  if (!read_text_file(path, &text)) return fail_here("cannot read '" + path + "'");
-  auto file = gguf::GGUFFile::open(model);
-  if (!file) return fail_here(file.status().message());
-  auto tok = Tokenizer::from_gguf(**file);
-  if (!tok) return fail_here(tok.status().message());
-  auto config = model_config_from_gguf(**file);
-  if (!config) return fail_here(config.status().message());
+  auto m = open_model_and_text(model, path);
+  if (!m) return fail_here(m.status().message());
+  const ModelConfig* config = &m->config;
   const int32_t num_layers = config->num_layers;
   if (num_layers < 2) return fail_here("the model has one layer: nothing to skip");
-  std::vector<int32_t> tokens = (*tok)->encode(text, true, false);
+  std::vector<int32_t> tokens = m->tok->encode(m->text, true, false);
   tokens.resize(std::min<size_t>(tokens.size(), std::min(max_tokens, config->train_context_len)));
   if (tokens.size() < 16) return fail_here("the calibration text has fewer than 16 tokens");
   auto lr = make_logits_runner(model, std::max<int32_t>(static_cast<int32_t>(tokens.size()), 128), threads);
@@ -182,17 +189,13 @@ int dump_hidden(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (0: physical cores)")->check(CLI::Range(0, 1024));
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   auto fail_here = [](const std::string& msg) { return cli::fail("spec dump-hidden", msg); };
-  std::string text;
-  if (!read_text_file(path, &text)) return fail_here("cannot read '" + path + "'");
-  auto file = gguf::GGUFFile::open(model);
-  if (!file) return fail_here(file.status().message());
-  auto tok = Tokenizer::from_gguf(**file);
-  if (!tok) return fail_here(tok.status().message());
-  auto config = model_config_from_gguf(**file);
-  if (!config) return fail_here(config.status().message());
+  auto m = open_model_and_text(model, path);
+  if (!m) return fail_here(m.status().message());
+  const ModelConfig* config = &m->config;
+  const Tokenizer* tok = m->tok.get();
   const int32_t window = std::min(config->train_context_len, 256), H = config->hidden_size, V = config->vocab_size;
-  if ((*tok)->bos_id() < 0) return fail_here("the model has no BOS token");
-  std::vector<int32_t> tokens = (*tok)->encode(text, false, false);
+  if (tok->bos_id() < 0) return fail_here("the model has no BOS token");
+  std::vector<int32_t> tokens = tok->encode(m->text, false, false);
   tokens.resize(std::min<size_t>(tokens.size(), static_cast<size_t>(max_tokens)));
   const auto windows = static_cast<int32_t>(tokens.size() / static_cast<size_t>(window - 1));
   if (windows == 0) return fail_here("the text has fewer tokens than one window");
@@ -210,7 +213,7 @@ int dump_hidden(int argc, char** argv) {
   put(out_t.data(), out_t.size() * sizeof(float));
   std::vector<int32_t> ids(static_cast<size_t>(window));
   for (int32_t w = 0; w < windows; ++w) {
-    ids[0] = (*tok)->bos_id();
+    ids[0] = tok->bos_id();
     std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(w) * (window - 1), window - 1, ids.begin() + 1);
     auto logits = prompt_logits(runner, ids);
     if (!logits) return fail_here(logits.status().message());

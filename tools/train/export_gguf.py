@@ -122,6 +122,15 @@ def export(ckpt_path, tok_path, out_path, name, f16=False):
         _kv("tokenizer.chat_template", T_STR, CHAT_TEMPLATE),
     ]
     tensors = gguf_tensors(state, cfg, f16)
+    write_gguf(out_path, kvs, tensors)
+    return sum(a.size for _, a in tensors)
+
+
+def write_gguf(out_path, kvs, tensors):
+    """Header, the encoded key/values (_kv), tensor infos, aligned data.
+
+    tensors: (name, F32 or F16 numpy array) pairs; GGUF dims are the array's
+    shape reversed (ne0 = the contiguous last dim)."""
     infos, offset = [], 0
     for tname, a in tensors:
         gtype = 1 if a.dtype == np.float16 else 0
@@ -140,7 +149,6 @@ def export(ckpt_path, tok_path, out_path, name, f16=False):
         for _, a in tensors:
             b = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
             f.write(b + b"\0" * (-len(b) % ALIGN))
-    return sum(a.size for _, a in tensors)
 
 
 def main():

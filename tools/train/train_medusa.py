@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from export_gguf import ALIGN, T_STR, T_U32, _kv, _str
+from export_gguf import T_STR, T_U32, _kv, write_gguf
 
 
 def write_text(jsonl, out, max_chars, seed):
@@ -130,22 +130,7 @@ def save(path, heads, vocab):
     for k in range(n_heads):
         tensors.append((f"medusa.{k}.weight", w[k]))  # [out, in]: GGUF dims [in, out]
         tensors.append((f"medusa.{k}.bias", b[k]))
-    infos, offset = [], 0
-    for name, a in tensors:
-        dims = list(reversed(a.shape))
-        infos.append(_str(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) +
-                     struct.pack("<IQ", 0, offset))
-        offset += (a.nbytes + ALIGN - 1) // ALIGN * ALIGN
-    with open(path, "wb") as f:
-        f.write(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)))
-        for kv in kvs:
-            f.write(kv)
-        for info in infos:
-            f.write(info)
-        f.write(b"\0" * (-f.tell() % ALIGN))
-        for _, a in tensors:
-            data = np.ascontiguousarray(a).tobytes()
-            f.write(data + b"\0" * (-len(data) % ALIGN))
+    write_gguf(path, kvs, tensors)
 
 
 def main():
