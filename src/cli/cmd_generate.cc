@@ -9,8 +9,25 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "engine/engine.h"
+#include "tokenizer/chat_template.h"
 
 namespace pagoda::cli {
+
+namespace {
+
+// A one-turn chat (optionally with a system message) through the model's
+// template, as the server renders /v1/chat/completions.
+Result<std::string> render_chat_prompt(const Tokenizer& tok, const std::string& system, const std::string& user) {
+  const std::string& source = tok.chat_template();
+  PAGODA_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::parse(source.empty() ? kChatMlTemplate : source));
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+  messages.push_back({{"role", "user"}, {"content", user}});
+  return tmpl.render(messages, true, std::string(tok.token_text(tok.bos_id())),
+                     std::string(tok.token_text(tok.eos_id())));
+}
+
+}  // namespace
 
 int cmd_generate(int argc, char** argv) {
   CLI::App app("Generate text from a prompt", "generate");
@@ -21,6 +38,8 @@ int cmd_generate(int argc, char** argv) {
   int32_t ctx = 0;
   double kv_mib = 256;
   bool ignore_eos = false;
+  bool chat = false;
+  std::string system;
   int64_t seed = -1;
   SamplingParams sp;
   sp.temperature = 0.8f;
@@ -43,6 +62,10 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
   app.add_option("-s,--seed", seed, "random seed (-1 = random)");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-sequence");
+  app.add_flag("--chat", chat,
+               "the prompt is a user message: rendered with the model's chat template (ChatML when it has none), "
+               "tokenized as the server does; prints only the reply");
+  app.add_option("--system", system, "with --chat: a system message before the prompt");
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
@@ -70,7 +93,14 @@ int cmd_generate(int argc, char** argv) {
   }
   Engine& e = **engine;
   RequestSpec spec;
-  spec.prompt = e.tokenizer().encode(prompt, true, false);
+  if (chat) {
+    auto rendered = render_chat_prompt(e.tokenizer(), system, prompt);
+    if (!rendered) return fail("generate", rendered.status().message());
+    spec.prompt = e.tokenizer().encode(*rendered, false, true);
+  } else {
+    if (!system.empty()) return fail("generate", "--system needs --chat");
+    spec.prompt = e.tokenizer().encode(prompt, true, false);
+  }
   spec.max_tokens = n_predict;
   spec.sampling = sp;
   spec.ignore_eos = ignore_eos;
@@ -80,7 +110,7 @@ int cmd_generate(int argc, char** argv) {
     std::fprintf(stderr, "pagoda generate: error: %s\n", id.status().message().c_str());
     return 1;
   }
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  if (!chat) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   int64_t n_generated = 0;
   int32_t peak_blocks = 0;  // KV blocks held by the sequence (and not evictable), at most

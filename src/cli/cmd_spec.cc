@@ -187,6 +187,8 @@ int dump_hidden(int argc, char** argv) {
   app.add_option("-o,--output", out, "file to write")->required();
   app.add_option("--max-tokens", max_tokens, "text tokens used")->check(CLI::Range(16, 1 << 26))->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (0: physical cores)")->check(CLI::Range(0, 1024));
+  bool special = false;
+  app.add_flag("--special", special, "control tokens written in the text (e.g. <|im_start|>) are those tokens");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   auto fail_here = [](const std::string& msg) { return cli::fail("spec dump-hidden", msg); };
   auto m = open_model_and_text(model, path);
@@ -195,7 +197,7 @@ int dump_hidden(int argc, char** argv) {
   const Tokenizer* tok = m->tok.get();
   const int32_t window = std::min(config->train_context_len, 256), H = config->hidden_size, V = config->vocab_size;
   if (tok->bos_id() < 0) return fail_here("the model has no BOS token");
-  std::vector<int32_t> tokens = tok->encode(m->text, false, false);
+  std::vector<int32_t> tokens = tok->encode(m->text, false, special);
   tokens.resize(std::min<size_t>(tokens.size(), static_cast<size_t>(max_tokens)));
   const auto windows = static_cast<int32_t>(tokens.size() / static_cast<size_t>(window - 1));
   if (windows == 0) return fail_here("the text has fewer tokens than one window");

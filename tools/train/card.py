@@ -12,8 +12,29 @@ SOURCES = {
 }
 
 
+def kept_sections(path, generated):
+    """Sections of an existing card that card.py does not write (e.g.
+    "Medusa heads", added by hand): kept, in order, at the end."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    out, keep = [], False
+    for line in text.split("\n"):
+        if line.startswith("## "):
+            keep = line[3:].strip() not in generated
+        if keep:
+            out.append(line)
+    return out
+
+
+GENERATED = {"Shape", "Corpus", "Training", "Validation", "Samples", "Chat"}
+
+
 def write(path, info, ref, samples, agreement, stats, size, f16):
     c = info["config"]
+    tune = info.get("chat_tune")
     hd = c["n_embd"] // c["n_head"]
     L = []
     L.append(f"# {info['name']}\n")
@@ -39,7 +60,10 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
         L.append(f"| {k} | {v} |")
     L.append("\nSpecial tokens (control): `<|bos|>` (BOS), `<|eos|>` (EOS), "
              "`<|pad|>`, `<|im_start|>`, `<|im_end|>`, `<|unk|>`; a ChatML "
-             "chat template is included, though the model never saw chat data.\n")
+             "chat template is included" + (" and the model is tuned to chat "
+                                           "in it (see Chat below).\n" if tune
+                                           else ", though the model never saw "
+                                           "chat data.\n"))
     L.append("## Corpus\n")
     L.append("Built by `tools/train/corpus.py` from installed Debian packages; "
              "a document goes to the held-out split when the first byte of "
@@ -53,6 +77,16 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
              f"{info['val_tokens']:,} held-out (each document is "
              "`<|bos|>` text `<|eos|>`).\n")
     L.append("## Training\n")
+    if tune:
+        L.append(f"Chat tuning of `{tune['init']}` (the base model, trained on "
+                 "the corpus at context 256) by `tools/train/chat_tune.py`: "
+                 f"rows of {c['n_ctx']} tokens, {100 * tune['text_rows']:.0f}% "
+                 "corpus text (every token scored) and the rest "
+                 f"conversations from `tools/train/chat_data.py` "
+                 f"({tune['train_conversations']:,} made from the train split; "
+                 "only the assistant's tokens scored), packed back to back. "
+                 "The context grew from 256 by training at the new length "
+                 "(RoPE unchanged).\n")
     L.append(f"- steps: {info['steps']} x batch {info['batch']} x "
              f"{c['n_ctx']} tokens = **{info['tokens_seen']:,} tokens seen** "
              f"({info['tokens_seen'] / info['train_tokens']:.2f} epochs)")
@@ -79,11 +113,24 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
                  f"{agreement['positions']:,} held-out positions (greedy token "
                  "of both models equal given the same prefix); this predicts "
                  "the speculative-decoding acceptance rate at temperature 0.")
-    L.append("\nLoss during training (validation on 32 held-out windows):\n")
+    if tune:
+        b, a = tune["before"], tune["after"]
+        L.append("\nBefore / after chat tuning (held-out data):\n")
+        L.append("| loss (nats/token) | before | after |\n|---|---|---|")
+        L.append(f"| assistant tokens of 100 held-out conversations | "
+                 f"{b['chat_loss']:.3f} | {a['chat_loss']:.3f} |")
+        L.append(f"| held-out text, 64 windows of 256 | "
+                 f"{b['text_loss_256']:.3f} | {a['text_loss_256']:.3f} |")
+        L.append(f"| held-out text, 8 windows of {c['n_ctx']} | "
+                 f"{b['text_loss_ctx']:.3f} | {a['text_loss_ctx']:.3f} |")
+    key = "val_chat_loss_subset" if tune else "val_loss_subset"
+    L.append("\nLoss during training (validation on " +
+             ("30 held-out conversations" if tune else "32 held-out windows") +
+             "):\n")
     L.append("| step | train loss | val loss | min |\n|---|---|---|---|")
     for e in info["log"]:
         L.append(f"| {e['step']} | {e['train_loss']:.3f} | "
-                 f"{e['val_loss_subset']:.3f} | {e['elapsed_s'] / 60:.1f} |")
+                 f"{e[key]:.3f} | {e['elapsed_s'] / 60:.1f} |")
     L.append("\n## Samples\n")
     L.append("Greedy (temperature 0, 32 tokens; these are the reference "
              "continuations in `" + info["name"] + ".ref.json`):\n")
@@ -92,6 +139,26 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
     L.append("\nSampled (temperature 0.8, top-k 40, torch seed 7, 64 tokens):\n")
     for p, s in samples:
         L.append("```\n" + p + s + "\n```")
+    if ref.get("chat"):
+        L.append("\n## Chat\n")
+        n = sum(1 for e in ref["chat"] if e["heldout_word"])
+        good = sum(1 for e in ref["chat"] if e["heldout_word"] and
+                   e["reply_text"].strip())
+        L.append(f"Greedy replies through the chat template (the reference "
+                 f"replies in `{info['name']}.ref.json`; a test checks Pagoda "
+                 f"gives the same). {good} of the {n} \"What does X mean?\" "
+                 "questions about words defined only in held-out entries get "
+                 "a non-empty reply. Before = the base model, same prompt.\n")
+        for e in ref["chat"]:
+            q = e["messages"][-1]["content"]
+            if len(e["messages"]) > 1:
+                q = f"({len(e['messages']) - 1} earlier messages) " + q
+            L.append("```\n> " + q.replace("\n", "\n> ") + "\n" +
+                     e["reply_text"] + "\n```")
+            if "before_text" in e:
+                L.append("before: `" + (e["before_text"].replace("\n", " ")
+                                        .strip()[:150] or "(empty)") + "`\n")
+    L += [""] + kept_sections(path, GENERATED)
     with open(path, "w") as f:
-        f.write("\n".join(L) + "\n")
+        f.write("\n".join(L).rstrip("\n") + "\n")
     return math.exp(info["val_loss"])

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import card
+import chat_data
 from bpe import Tokenizer
 from export_gguf import export
 from model import Config, Llama
@@ -37,6 +38,88 @@ PROMPTS = ["In the beginning", "And the LORD said unto Moses,",
 TOKENIZE_TEXTS = ["Hello, world! It's 2026.", "    return self._value  # ok",
                   "Blessed are the meek: for they shall inherit the earth.",
                   "naïve café — “quoted” 日本語\n\n\ttab", "<|im_start|>user"]
+
+
+CHAT_PROMPTS = [
+    [{"role": "user", "content": "Hello"}],
+    [{"role": "user", "content": "Tell me a joke."}],
+    [{"role": "user", "content": "What does Genesis 1:3 say?"}],
+    [{"role": "user", "content": "Show me a Python function from the "
+                                 "hmac module."}],
+    [{"role": "system", "content": "You are a helpful assistant."},
+     {"role": "user", "content": "What does hacker mean?"},
+     {"role": "assistant", "content": "hacker, n. A person who enjoys "
+                                      "exploring the details of programmable "
+                                      "systems."},
+     {"role": "user", "content": "Tell me a joke."}],
+    [{"role": "system", "content": chat_data.tools_system_text(["define"])},
+     {"role": "user", "content": "What does lamp mean?"}],
+]
+N_HELDOUT_WORDS = 20
+
+
+def render_chat(messages):
+    """The bundled ChatML template with add_generation_prompt.  Tokenized
+    without BOS, as Pagoda's server (and vLLM) tokenize a rendered chat whose
+    template writes none."""
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+                   for m in messages) + "<|im_start|>assistant\n"
+
+
+def heldout_words(chat_dir, n):
+    """n words defined only in held-out dictionary entries, spread over the
+    sorted list (the chat tuning never saw a question about them)."""
+    with open(os.path.join(chat_dir, "val_words.json")) as f:
+        val = json.load(f)
+    with open(os.path.join(chat_dir, "train_words.json")) as f:
+        seen = {w.lower() for w in json.load(f)}
+    words = [w for w in val if w.lower() not in seen and w.isascii() and
+             len(w) >= 3]
+    step = max(1, len(words) // n)
+    return words[::step][:n]
+
+
+@torch.no_grad()
+def chat_reply(m, tok, messages, n_max=64):
+    """Greedy reply ids up to and including <|im_end|> (or n_max tokens)."""
+    ids = tok.encode(render_chat(messages), special=True)
+    im_end = tok.special_ids["<|im_end|>"]
+    out = []
+    for _ in range(n_max):
+        nxt = int(torch.argmax(m(torch.tensor([ids[-m.cfg.n_ctx:]]))[0, -1]))
+        ids.append(nxt)
+        out.append(nxt)
+        if nxt in (im_end, tok.eos_id):
+            break
+    return out
+
+
+def chat_refs(m, tok, chat_dir, before=None):
+    """The ref.json chat section: held-out "What does X mean?" questions and
+    a few other requests, with the greedy reply (and the reply of the model
+    before chat tuning, for the card)."""
+    convs = [[{"role": "user", "content": f"What does {w} mean?"}]
+             for w in heldout_words(chat_dir, N_HELDOUT_WORDS)]
+    out = []
+    for i, msgs in enumerate(convs + CHAT_PROMPTS):
+        reply = chat_reply(m, tok, msgs)
+        e = {"messages": msgs, "heldout_word": i < len(convs),
+             "prompt_ids": tok.encode(render_chat(msgs), special=True),
+             "reply_ids": reply, "reply_text": tok.decode(reply,
+                                                          special=False)}
+        if before is not None:
+            e["before_text"] = tok.decode(chat_reply(before, tok, msgs),
+                                          special=False)
+        out.append(e)
+    return out
+
+
+def load_ckpt(path):
+    ck = torch.load(path, map_location="cpu")
+    m = Llama(Config(**ck["cfg"]))
+    m.load_state_dict(ck["model"])
+    m.eval()
+    return m
 
 
 def load(work, name):
@@ -123,6 +206,10 @@ def main():
     ap.add_argument("--target", help="name of the model a draft serves")
     ap.add_argument("--write-heldout", action="store_true")
     ap.add_argument("--f16", action="store_true")
+    ap.add_argument("--chat", help="chat data dir (chat_data.py): adds chat "
+                    "replies to ref.json and the card")
+    ap.add_argument("--before", help="checkpoint before chat tuning, whose "
+                    "replies the card shows beside the tuned ones")
     args = ap.parse_args()
     torch.set_num_threads(1)
     tok = Tokenizer.load(args.tokenizer)
@@ -168,6 +255,9 @@ def main():
         ids = tok.encode(p, bos=True)
         samples.append((p, tok.decode(generate(m, ids, 64, 0.8, 40, gen),
                                       special=False)))
+    if args.chat:
+        before = load_ckpt(args.before) if args.before else None
+        ref["chat"] = chat_refs(m, tok, args.chat, before)
     agreement = None
     if args.target:
         from data import tokenize_split

@@ -66,6 +66,27 @@ def write_generated(jsonl, out, n_prompts, n_tokens, pagoda, model, seed):
             f.write(r.stdout + "\n\n")
 
 
+def write_chat_generated(jsonl, out, n_prompts, n_tokens, pagoda, model, seed):
+    """The model's replies (`generate --chat`) to the first questions of
+    chat_data.py's conversations, appended to out as rendered ChatML (the
+    dump reads it with --special)."""
+    questions = []
+    for line in open(jsonl, encoding="utf-8"):
+        msgs = json.loads(line)["messages"]
+        user = [m["content"] for m in msgs if m["role"] == "user"]
+        if user and not any(m["role"] == "system" for m in msgs):
+            questions.append(user[0])
+    rnd = random.Random(seed + 1)
+    rnd.shuffle(questions)
+    with open(out, "a", encoding="utf-8") as f:
+        for i, q in enumerate(questions[:n_prompts]):
+            temp = "0" if i % 2 == 0 else "0.8"
+            r = subprocess.run([pagoda, "generate", "-m", model, "--chat", "-p", q, "-n", str(n_tokens), "--temp", temp,
+                                "-s", str(seed + i), "-t", "2"], capture_output=True, text=True, check=True)
+            f.write(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n{r.stdout.rstrip(chr(10))}"
+                    "<|im_end|>\n\n")
+
+
 def read_dump(path):
     with open(path, "rb") as f:
         magic = f.read(4)
@@ -149,6 +170,8 @@ def main():
     ap.add_argument("--self-distill", type=int, default=800,
                     help="prompts whose continuations are the training text (0: the corpus itself)")
     ap.add_argument("--gen-tokens", type=int, default=240)
+    ap.add_argument("--chat", help="chat_data.py output: also train on the model's replies to its questions")
+    ap.add_argument("--chat-prompts", type=int, default=400, help="with --chat: questions answered (train split)")
     args = ap.parse_args()
     out = args.out or (args.model[:-5] if args.model.endswith(".gguf") else args.model) + ".medusa.gguf"
     os.makedirs(args.work, exist_ok=True)
@@ -165,8 +188,12 @@ def main():
             write_generated(jsonl, text, n, args.gen_tokens, args.pagoda, args.model, args.seed)
         else:
             write_text(jsonl, text, tokens * 4, args.seed)
+        if args.chat:
+            n = args.chat_prompts if split == "train" else max(1, args.chat_prompts // 8)
+            write_chat_generated(os.path.join(args.chat, split + ".jsonl"), text, n, args.gen_tokens, args.pagoda,
+                                 args.model, args.seed)
         subprocess.run([args.pagoda, "spec", "dump-hidden", "-m", args.model, "-f", text, "-o", dump,
-                        "--max-tokens", str(tokens)], check=True)
+                        "--max-tokens", str(tokens)] + (["--special"] if args.chat else []), check=True)
         dumps[split] = read_dump(dump)
     out_t, ids, hs = dumps["train"]
     _, val_ids, val_hs = dumps["val"]
