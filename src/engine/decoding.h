@@ -71,8 +71,11 @@ class DecodingHost {
   virtual int32_t num_spec_tokens() const = 0;
   // The first num_accepted drafts of c were accepted (and appended to its
   // tokens); the rest are rolled back (nothing to roll back once c has
-  // finished). Counts the verification.
-  virtual void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) = 0;
+  // finished). Counts the verification. tree_path: the accepted drafts'
+  // indices, root first (a chain's are 0..num_accepted-1); rejected: the
+  // accepted run ended at a draft the target refused (not at the end of a
+  // chain or at a tree's leaf).
+  virtual void accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_t> tree_path, bool rejected) = 0;
   // An accepted draft of a tree moves to its place in the sequence: its K/V
   // rows go from cache position from_pos to to_pos (to_pos <= from_pos).
   virtual void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) = 0;

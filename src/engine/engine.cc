@@ -140,8 +140,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(medusa, MedusaHeads::load(path, mc.hidden_size, mc.vocab_size));
   }
   // Trees (lookahead, Medusa) are proposed whole; auto planning keeps a
-  // prefix of their nodes (the best first), priced as a chain with the
-  // sequence's measured acceptance.
+  // prefix of their nodes. Medusa's come best first: each is priced by how
+  // often a node at its place was accepted (TreeNodeGains). Lookahead's come
+  // chain by chain, priced as a chain with the sequence's acceptance.
+  e->tree_gains_ = config.spec_method == SpecMethod::kMedusa;
   e->spec_auto_ = (e->proposer_ || medusa) && config.num_spec_tokens == 0;
   e->num_spec_tokens_ = config.num_spec_tokens > 0                     ? config.num_spec_tokens
                         : config.spec_method == SpecMethod::kLookahead ? config.lookahead.tree_size()
@@ -149,6 +151,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                                                                        : kMaxAutoSpecTokens;
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
   if (medusa) {
+    e->tree_fill_depth_ = medusa->num_heads;
     // The heads end in the target's own output matrix, on its thread pool.
     ModelRunner* runner = e->runner_.get();
     e->proposer_ = std::make_unique<MedusaProposer>(
@@ -309,14 +312,21 @@ Choice& Engine::fork_choice(Request& req, const Choice& parent) {
   return child;
 }
 
-void Engine::accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) {
+void Engine::accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_t> tree_path, bool rejected) {
+  const auto num_accepted = static_cast<int32_t>(tree_path.size());
+  const bool lookahead_tree = !tree_gains_ && !c.seq.draft_parents.empty();
   if (!c.finished) {  // a finished choice's blocks are gone already
     scheduler_->accept_drafts(&c.seq, num_accepted);
     if (draft_) DraftModel::after_verify(c.seq, num_drafts, num_accepted);
   }
   if (num_drafts == 0) return;
-  stats_.record_verification(num_drafts, num_accepted);
-  c.spec_acceptance.record(num_drafts, num_accepted);
+  // Lookahead's trees are priced as a chain of all their nodes (their
+  // chains come one after another, not best first): any node left over
+  // counts against them, as for a chain.
+  if (lookahead_tree) rejected = num_accepted < num_drafts;
+  stats_.record_verification(num_drafts, num_accepted, rejected);
+  c.spec_acceptance.record(num_accepted, rejected);
+  if (tree_gains_) node_gains_.record(num_drafts, tree_path);
 }
 
 std::span<const float> Engine::hidden_of(const float* logits_row) const {
@@ -389,20 +399,34 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     choices.push_back(&c);
     const AcceptanceCounts& a = c.spec_acceptance;
     candidates.push_back({optimistic_acceptance(a.num_accepted, a.num_rejected, prior),
-                          static_cast<int32_t>(c.seq.draft_tokens.size())});
+                          static_cast<int32_t>(c.seq.draft_tokens.size()),
+                          {}});
   }
   if (choices.empty()) return;
+  if (tree_gains_) {
+    // A tree's nodes by the engine-wide record of their places, scaled by
+    // how this sequence's acceptance compares with everyone's (a sequence
+    // whose drafts keep failing stops drafting; an untried one is tried).
+    tree_gain_rows_.resize(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const double scale = std::min(1.5, candidates[i].acceptance / std::max(prior, 1e-3));
+      node_gains_.gains(candidates[i].max_drafts, scale, &tree_gain_rows_[i]);
+      candidates[i].node_gains = tree_gain_rows_[i];
+    }
+  }
   const std::vector<int32_t> k =
       plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
-                         tree_fill_seconds_per_seq_);
+                         tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_));
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
     int32_t keep = k[i];
-    // A sequence planned away for ~90 steps (its counts faded below 1%) is
-    // probed with a few drafts: the engine-wide prior may be stale (one bad
-    // start at batch 1 is all it knows), and text changes.
-    constexpr double kProbeBelow = 0.01;
-    constexpr int32_t kProbeDrafts = 4;
+    // A sequence planned away for ~30 steps (its counts faded below 20%) is
+    // probed with two drafts: the engine-wide prior may be stale (one bad
+    // start at batch 1 is all it knows), and text changes (a free
+    // continuation that settles into a pattern the proposer predicts well).
+    // Two drafts once in 30 steps cost a step under 2% even when rejected.
+    constexpr double kProbeBelow = 0.2;
+    constexpr int32_t kProbeDrafts = 2;
     if (keep == 0 && a.num_accepted + a.num_rejected < kProbeBelow && a.num_accepted + a.num_rejected > 0)
       keep = std::min(kProbeDrafts, candidates[i].max_drafts);
     choices[i]->seq.resize_drafts(static_cast<size_t>(keep));
@@ -476,27 +500,30 @@ double Engine::run_draft_model(const SchedulerOutput& out) {
 }
 
 void Engine::profile_tree_fill() {
-  // One sequence's full tree from a zero hidden state, the fastest of three.
+  // One sequence's one-node tree (one head) from a zero hidden state, the
+  // fastest of three.
   std::unique_ptr<ProposerState> st = proposer_->make_state();
   const std::vector<float> hidden(static_cast<size_t>(model_config().hidden_size), 0.0f);
   std::vector<int32_t> draft, parents;
   double best = 1e9;
   for (int r = 0; r < 3; ++r) {
     proposer_->set_hidden(st.get(), hidden);
-    proposer_->propose({}, num_spec_tokens_, &draft);
+    proposer_->propose({}, 1, &draft);
     const TreeFill fill{st.get(), &draft, &parents};
     const double t0 = now();
     proposer_->fill_trees({&fill, 1});
     best = std::min(best, now() - t0);
   }
-  tree_fill_seconds_per_seq_ = best;
+  tree_fill_seconds_per_head_ = best;
 }
 
 double Engine::fill_tree_drafts(const SchedulerOutput& out) {
   const double t0 = now();
   std::vector<TreeFill> fills;
+  int32_t num_heads_run = 0;
   for (const ScheduledSeq& s : out.scheduled) {
     if (s.num_draft_tokens == 0) continue;
+    num_heads_run += std::min(s.num_draft_tokens, std::max(1, tree_fill_depth_));
     Choice& c = *requests_.at(s.seq->request_id)->choices.at(s.seq->index);
     PAGODA_CHECK(c.spec_state && static_cast<int32_t>(c.seq.draft_tokens.size()) == s.num_draft_tokens);
     fills.push_back({c.spec_state.get(), &c.seq.draft_tokens, &c.seq.draft_parents});
@@ -507,9 +534,9 @@ double Engine::fill_tree_drafts(const SchedulerOutput& out) {
   // the start-up profile, a spike (a busy machine) counting at most twice
   // the estimate so one slow step cannot switch drafting off for good.
   if (!fills.empty() && spec_auto_ && learn_step_cost_) {
-    const double per_seq = seconds / static_cast<double>(fills.size());
-    tree_fill_seconds_per_seq_ =
-        0.9 * tree_fill_seconds_per_seq_ + 0.1 * std::min(per_seq, 2 * tree_fill_seconds_per_seq_);
+    const double per_head = seconds / static_cast<double>(std::max(1, num_heads_run));
+    tree_fill_seconds_per_head_ =
+        0.9 * tree_fill_seconds_per_head_ + 0.1 * std::min(per_head, 2 * tree_fill_seconds_per_head_);
   }
   stats_.record_draft_seconds(seconds);
   return seconds;

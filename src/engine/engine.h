@@ -124,9 +124,9 @@ class Engine : private DecodingHost {
     learn_step_cost_ = false;
   }
   // The same for a draft model's (or layer-skip draft's) forward time; for
-  // Medusa, its one-token time is the heads' pass per drafting sequence.
+  // Medusa, its one-token time is one head's pass for one sequence.
   void set_draft_cost_model(StepCostModel m) {
-    tree_fill_seconds_per_seq_ = m.empty() ? 0.0 : m.seconds(1);
+    tree_fill_seconds_per_head_ = m.empty() ? 0.0 : m.seconds(1);
     draft_cost_ = std::move(m);
     learn_step_cost_ = false;
   }
@@ -160,7 +160,7 @@ class Engine : private DecodingHost {
   void finish_choice(Choice& c, FinishReason reason) override;
   const Proposer* proposer() const override { return proposer_.get(); }
   int32_t num_spec_tokens() const override { return num_spec_tokens_; }
-  void accept_drafts(Choice& c, int32_t num_drafts, int32_t num_accepted) override;
+  void accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_t> tree_path, bool rejected) override;
   void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) override;
   std::span<const float> hidden_of(const float* logits_row) const override;
   void record_draft_seconds(double seconds) override { stats_.record_draft_seconds(seconds); }
@@ -187,8 +187,12 @@ class Engine : private DecodingHost {
   StepCostModel draft_cost_;  // the draft model's forward time (auto speculation)
   int32_t num_spec_tokens_ = 0;
   bool spec_auto_ = false;
-  std::span<const float> step_logits_;    // this step's logits, while sample() runs
-  double tree_fill_seconds_per_seq_ = 0;  // Medusa: the heads' pass per drafting sequence (learned)
+  std::span<const float> step_logits_;     // this step's logits, while sample() runs
+  double tree_fill_seconds_per_head_ = 0;  // Medusa: one head's pass for one sequence (learned)
+  int32_t tree_fill_depth_ = 0;            // Medusa: heads (a tree of n nodes runs min(n, heads) of them)
+  bool tree_gains_ = false;                // the proposer drafts trees: plan with node_gains_
+  TreeNodeGains node_gains_;
+  std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;
   StepStats stats_;

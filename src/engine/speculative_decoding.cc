@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "core/check.h"
 #include "engine/decoding.h"
@@ -39,6 +40,8 @@ class SpeculativeDecoding : public DecodingStrategy {
     const int32_t base = c.seq.num_cache_tokens();
     std::optional<RequestOutput> out;
     int32_t num_accepted = 0;
+    path_.clear();          // the accepted drafts
+    bool rejected = false;  // the run ended at a draft the target refused
     // node: the last accepted draft (-1: none yet); its row scores what follows.
     const float* last_row = logits;  // the row the newest token was sampled from
     for (int32_t node = -1; !c.finished;) {
@@ -64,8 +67,13 @@ class SpeculativeDecoding : public DecodingStrategy {
         // child with that token, if any, is the rejection rule over all
         // children at once — each child is taken with probability p(child).
         sr = c.sampler->sample(row, prompt, output);
-        for (int32_t d = node + 1; d < num_drafts && next < 0; ++d)
-          if (parents[d] == node && drafts[d] == sr.token) next = d;
+        bool has_child = false;
+        for (int32_t d = node + 1; d < num_drafts && next < 0; ++d) {
+          if (parents[d] != node) continue;
+          has_child = true;
+          if (drafts[d] == sr.token) next = d;
+        }
+        rejected = has_child && next < 0;
         if (next >= 0) host_.move_draft_kv(c.seq, base + next, base + num_accepted);
       } else if (node + 1 < num_drafts) {
         // A draft model's drafts come with their distributions q.
@@ -76,6 +84,7 @@ class SpeculativeDecoding : public DecodingStrategy {
         bool accepted = false;
         sr = c.sampler->verify_draft(row, prompt, output, drafts[d], q, &accepted);
         if (accepted) next = d;
+        rejected = !accepted;
       } else {
         sr = c.sampler->sample(row, prompt, output);
       }
@@ -87,11 +96,12 @@ class SpeculativeDecoding : public DecodingStrategy {
       }
       if (next < 0) break;
       node = next;
+      path_.push_back(next);
       ++num_accepted;
     }
     outputs.push_back(std::move(*out));
     // A verification that ended the choice counts in the statistics too.
-    host_.accept_drafts(c, num_drafts, num_accepted);
+    host_.accept_drafts(c, num_drafts, path_, rejected);
     if (c.finished) return;
     c.seq.clear_drafts();
     const Proposer& p = *host_.proposer();
@@ -137,6 +147,7 @@ class SpeculativeDecoding : public DecodingStrategy {
 
   Request& req_;
   DecodingHost& host_;
+  std::vector<int32_t> path_;  // the accepted drafts of the last verification
 };
 
 }  // namespace

@@ -24,7 +24,7 @@ struct EngineStats {
   int64_t num_spec_verify_steps = 0;
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_draft_tokens = 0;
-  int64_t num_spec_rejections = 0;  // verification steps that rejected a draft
+  int64_t num_spec_rejections = 0;  // verification steps whose accepted run a refused draft ended
   double spec_draft_seconds = 0;    // spent proposing drafts
   double spec_verify_seconds = 0;   // steps that verified at least one draft
   // Requests with latency targets that finished, and those that met both
@@ -64,11 +64,11 @@ class StepStats {
     ++stats_.num_grammar_masks;
     stats_.grammar_mask_seconds += seconds;
   }
-  void record_verification(int32_t num_drafts, int32_t num_accepted) {
+  void record_verification(int32_t num_drafts, int32_t num_accepted, bool rejected) {
     ++stats_.num_spec_verify_steps;
     stats_.num_draft_tokens += num_drafts;
     stats_.num_accepted_draft_tokens += num_accepted;
-    if (num_accepted < num_drafts) ++stats_.num_spec_rejections;
+    if (rejected) ++stats_.num_spec_rejections;
   }
   const EngineStats& stats() const { return stats_; }
 

@@ -64,10 +64,41 @@ double optimistic_acceptance(double num_accepted, double num_rejected, double pr
   return std::min(1.0, mean + std::sqrt(mean * (1.0 - mean) / n));
 }
 
+void TreeNodeGains::record(int32_t num_nodes, std::span<const int32_t> accepted_nodes) {
+  constexpr double kDecay = 0.95;
+  if (num_nodes <= 0) return;
+  const auto n = static_cast<size_t>(num_nodes);
+  if (seen_.size() < n) {
+    seen_.resize(n, 0.0);
+    hit_.resize(n, 0.0);
+  }
+  for (size_t j = 0; j < seen_.size(); ++j) {
+    seen_[j] *= kDecay;
+    hit_[j] *= kDecay;
+  }
+  for (size_t j = 0; j < n; ++j) seen_[j] += 1.0;
+  for (int32_t j : accepted_nodes)
+    if (j >= 0 && j < num_nodes) hit_[static_cast<size_t>(j)] += 1.0;
+}
+
+void TreeNodeGains::gains(int32_t num_nodes, double scale, std::vector<double>* out) const {
+  constexpr double kPriorWeight = 2.0;
+  out->assign(static_cast<size_t>(std::max(0, num_nodes)), 0.0);
+  double cap = 1.0;
+  for (size_t j = 0; j < out->size(); ++j) {
+    const double prior = 0.5 / static_cast<double>(1 + j);
+    const double seen = j < seen_.size() ? seen_[j] : 0.0, hit = j < hit_.size() ? hit_[j] : 0.0;
+    const double g = (hit + kPriorWeight * prior) / (seen + kPriorWeight);
+    cap = std::min(cap, std::clamp(g * scale, 0.0, 1.0));
+    (*out)[j] = cap;
+  }
+}
+
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost,
-                                        double first_draft_seconds) {
-  // Each candidate's marginal gains a, a^2, ... fall, so taking the d best
+                                        double first_draft_seconds, int32_t costly_drafts) {
+  // Each candidate's marginal gains a, a^2, ... (or its tree's node gains)
+  // fall, so taking the d best
   // gains over all candidates maximizes the expected tokens for d drafts.
   // Order every draft by gain, then pick the d with the best tokens per
   // second (the step time need not be convex: tile sizes make steps).
@@ -77,7 +108,10 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
   int32_t max_drafts = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     PAGODA_CHECK(candidates[i].acceptance >= 0.0 && candidates[i].acceptance <= 1.0);
-    if (candidates[i].max_drafts > 0 && candidates[i].acceptance > 0.0) next.push({candidates[i].acceptance, i});
+    PAGODA_CHECK(candidates[i].node_gains.empty() ||
+                 candidates[i].node_gains.size() >= static_cast<size_t>(candidates[i].max_drafts));
+    const double first = candidates[i].node_gains.empty() ? candidates[i].acceptance : candidates[i].node_gains[0];
+    if (candidates[i].max_drafts > 0 && first > 0.0) next.push({first, i});
     max_drafts = std::max(max_drafts, candidates[i].max_drafts);
   }
   std::vector<size_t> order;
@@ -95,8 +129,11 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
     order.push_back(i);
     expected += gain;
     const int32_t t = ++taken[i];
-    if (t < candidates[i].max_drafts) next.push({gain * candidates[i].acceptance, i});
-    if (t == 1) draft_seconds += first_draft_seconds;
+    if (t < candidates[i].max_drafts) {
+      const auto& g = candidates[i].node_gains;
+      next.push({g.empty() ? gain * candidates[i].acceptance : g[static_cast<size_t>(t)], i});
+    }
+    if (t <= costly_drafts) draft_seconds += first_draft_seconds;
     if (draft_cost) {
       int32_t& n = pass_size[static_cast<size_t>(t - 1)];
       draft_seconds += draft_cost->seconds(n + 1) - (n > 0 ? draft_cost->seconds(n) : 0.0);

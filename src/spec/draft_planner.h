@@ -48,9 +48,13 @@ class StepCostModel {
 struct AcceptanceCounts {
   double num_accepted = 0;  // drafts accepted
   double num_rejected = 0;  // verifications that rejected a draft
-  void record(int32_t num_drafts, int32_t num_accepted_drafts) {
+  // rejected: the accepted run stopped at a draft the target refused (a
+  // chain shorter than its drafts; for a tree, a path that ended where the
+  // tree went on). A run that used up its drafts (a leaf) is not a rejection:
+  // a tree's side branches are alternatives, not failures.
+  void record(int32_t num_accepted_drafts, bool rejected) {
     num_accepted += num_accepted_drafts;
-    if (num_accepted_drafts < num_drafts) num_rejected += 1;
+    if (rejected) num_rejected += 1;
   }
   void fade() {
     constexpr double kFade = 0.95;
@@ -70,9 +74,33 @@ double estimate_acceptance(double num_accepted, double num_rejected, double prio
 // counts fade (while untried) it is tried again.
 double optimistic_acceptance(double num_accepted, double num_rejected, double prior);
 
+// What each node of a tree proposal adds, by its place in the proposal
+// (Medusa and lookahead order nodes best first, so a proposal cut to k
+// nodes keeps nodes 0..k-1): the fraction of verifications in which node j
+// was on the accepted path, engine-wide, recent ones weighing more. A
+// tree's k nodes are not a chain of k drafts: its side branches are
+// alternatives, of which at most one is accepted, so a^j overstates what
+// the later nodes add.
+class TreeNodeGains {
+ public:
+  // A verification of a proposal of num_nodes nodes accepted the path
+  // through these node indices.
+  void record(int32_t num_nodes, std::span<const int32_t> accepted_nodes);
+  // The expected accepted tokens each of the first num_nodes nodes adds,
+  // times `scale`, each at most the one before it and at most 1 (a node
+  // never seen in a verification starts at 0.5 / (1 + j)).
+  void gains(int32_t num_nodes, double scale, std::vector<double>* out) const;
+
+ private:
+  std::vector<double> seen_, hit_;  // decayed counts by node index
+};
+
 struct DraftCandidate {
   double acceptance = 0.0;  // estimated per-token acceptance, in [0, 1]
   int32_t max_drafts = 0;   // drafts available (proposed and within limits)
+  // A tree's per-node gains (TreeNodeGains), at least max_drafts of them;
+  // empty: a chain, whose draft j adds acceptance^j.
+  std::span<const double> node_gains;
 };
 
 // Draft lengths, one per candidate (each in 0..max_drafts), maximizing
@@ -82,11 +110,13 @@ struct DraftCandidate {
 // So when every token costs the same (compute-bound), no draft is worth it.
 // With draft_cost (a draft model's forward time by batched tokens), the
 // drafting counts too: one batched forward per draft position, over the
-// sequences drafting that deep. first_draft_seconds: what drafting costs a
-// sequence that drafts at all, however deep (Medusa's heads: one pass per
-// sequence).
+// sequences drafting that deep. first_draft_seconds: what each of a
+// sequence's first `costly_drafts` drafts costs to make (Medusa: a tree of n
+// nodes runs min(n, heads) heads for its sequence; the nodes beyond come
+// from the same heads' logits).
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates,
-                                        const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0);
+                                        const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0,
+                                        int32_t costly_drafts = 1);
 
 }  // namespace pagoda

@@ -1,6 +1,7 @@
 // The `pagoda` binary end to end: the command-line contracts and clear errors
 // (non-zero exit, a message, never a crash) for malformed invocations.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <array>
@@ -81,6 +82,34 @@ TEST(Cli, GenerateWithNgramSpeculationPrintsTheSameText) {
   ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
   EXPECT_EQ(fixed.out, off.out);
   EXPECT_EQ(fixed.err.find("auto draft lengths"), std::string::npos) << fixed.err;
+}
+
+// --chat renders the prompt as a user message with the model's template and
+// prints the reply only: the bundled chat-tuned model gives the reply its
+// training framework gives (models/pagoda-small.ref.json).
+TEST(Cli, GenerateChatPrintsTheReplyTheTrainingFrameworkGives) {
+  const std::string models = std::string(PAGODA_SOURCE_DIR) + "/models/";
+  std::ifstream f(models + "pagoda-small.ref.json");
+  ASSERT_TRUE(f);
+  const auto ref = nlohmann::json::parse(f);
+  std::string want;
+  for (const auto& c : ref.at("chat")) {
+    if (c["messages"].size() == 1 && c["messages"][0]["content"] == "Tell me a joke.")
+      want = c["reply_text"].get<std::string>();
+  }
+  ASSERT_FALSE(want.empty()) << "no single-turn joke request in the ref";
+  const auto r = run("generate -m " + models + "pagoda-small.gguf --chat -p 'Tell me a joke.' -n 64 --temp 0 -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("Tell me a joke."), std::string::npos) << "the prompt was echoed: " << r.out;
+  EXPECT_EQ(r.out.find("im_start"), std::string::npos) << r.out;
+  std::string reply = r.out;
+  while (!reply.empty() && reply.back() == '\n') reply.pop_back();
+  ASSERT_FALSE(reply.empty());
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  EXPECT_EQ(reply, want);
+  const auto bad = run("generate -m " + models + "pagoda-small.gguf --system hi -p x -n 1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--system needs --chat"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, GenerateWithLookaheadPrintsTheSameText) {
@@ -255,22 +284,22 @@ TEST(Cli, PackCacheAndBf16DotGenerate) {
 const std::string kBundled = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
 const std::string kHeldout = std::string(PAGODA_SOURCE_DIR) + "/models/heldout-sample.txt";
 
-// The contract of issue 13: the bundled model (context 256) generates 1200
+// The contract of issue 13: the bundled model (context 2048) generates 2600
 // tokens under StreamingLLM with a handful of KV blocks.
 TEST(Cli, StreamingGeneratesPastTheContextInBoundedMemory) {
   auto r = run("generate -m " + kBundled +
-               " -p 'Once upon a time' -n 1200 --ignore-eos --temp 0.8 -s 3 -t 1 --kv-policy streaming --kv-sinks 4 "
+               " -p 'Once upon a time' -n 2600 --ignore-eos --temp 0.8 -s 3 -t 1 --kv-policy streaming --kv-sinks 4 "
                "--kv-window 64");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("1200 tokens generated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2600 tokens generated"), std::string::npos) << r.err;
   const size_t at = r.err.find("at most ");
   ASSERT_NE(at, std::string::npos) << r.err;
   // One sink block, 64..79 window tokens, the new one: 96 tokens, 6 blocks of 16.
   EXPECT_LE(std::stoi(r.err.substr(at + 8)), 6) << r.err;
   // The full cache stops at the context.
-  r = run("generate -m " + kBundled + " -p 'Once upon a time' -n 1200 --ignore-eos --temp 0 -t 1");
+  r = run("generate -m " + kBundled + " -p 'Once upon a time' -n 2600 --ignore-eos --temp 0 -t 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err.find("1200 tokens generated"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("2600 tokens generated"), std::string::npos) << r.err;
 }
 
 double perplexity_of(const std::string& args) {
@@ -286,7 +315,7 @@ double perplexity_of(const std::string& args) {
 // window reports its bounded cache.
 TEST(Cli, QuantizedKvPerplexityWithinTargets) {
   const double f32 = perplexity_of("");
-  EXPECT_NEAR(f32, 114.795, 0.01);  // models/pagoda-small.md
+  EXPECT_NEAR(f32, 125.809, 0.01);  // models/pagoda-small.md
   const double q8 = perplexity_of("--kv-cache-dtype q8");
   const double q4 = perplexity_of("--kv-cache-dtype q4");
   EXPECT_LE(std::fabs(q8 / f32 - 1), 0.005) << q8;
@@ -307,7 +336,7 @@ double json_number(const std::string& out, const std::string& key) {
   return at == std::string::npos ? 0.0 : std::stod(out.substr(at + key.size() + 4));
 }
 
-// SnapKV and H2O at a quarter of the bundled model's context: perplexity on
+// SnapKV and H2O at a quarter of the evaluation context (-c 256): perplexity on
 // the scored last quarters within 10% of the full cache's (the issue's
 // target), most top-1 predictions unchanged, the cache bounded.
 TEST(Cli, SnapKvAndH2oPerplexityWithinTargets) {
@@ -316,7 +345,7 @@ TEST(Cli, SnapKvAndH2oPerplexityWithinTargets) {
                        " --kv-budget 64");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const double ppl = json_number(r.out, "perplexity"), full = json_number(r.out, "perplexity_full_cache");
-    EXPECT_NEAR(full, 121.3, 15.0) << policy;  // the model's ballpark on this text: the run is real
+    EXPECT_NEAR(full, 86.9, 10.0) << policy;  // the model's ballpark on this text: the run is real
     EXPECT_LE(std::fabs(ppl / full - 1), 0.10) << policy << ": " << ppl << " vs " << full;
     EXPECT_GT(json_number(r.out, "top1_agreement"), 0.6) << policy;
     EXPECT_LT(json_number(r.out, "top1_agreement"), 1.0) << policy;  // it did evict

@@ -1,5 +1,5 @@
 // Random JSON Schemas for the grammar stress test, in which a tiny model samples under the schema's grammar with a
-// 256-token context. Every schema forces short output: max_instance_chars() (the longest valid instance, with up to
+// short budget. Every schema forces short output: max_instance_chars() (the longest valid instance, with up to
 // kMaxWsPerGap whitespace characters between tokens) stays <= kMaxInstanceChars. Strings carry maxLength <= 8 (or a
 // pattern of bounded length, or a fixed-size format), arrays maxItems <= 3, numbers both minimum and maximum within
 // [-1000, 1000], objects additionalProperties false, and containers nest at most 3 deep. Every schema is satisfiable.

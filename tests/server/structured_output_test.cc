@@ -206,14 +206,13 @@ TEST(StructuredOutputServer, InvalidConstraintsAre400sThatSayWhere) {
 namespace pagoda::server {
 namespace {
 
-// One small tool: the bundled model's context is 256 tokens (several tools
-// and the grammar's choice among them are covered by tool_calls_test.cc).
+// One small tool, to keep the prompts short (several tools and the
+// grammar's choice among them are covered by tool_calls_test.cc).
 const char* kWeatherTool = R"([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object",
     "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1,
     "maximum": 7}}, "required": ["city", "days"]}}}])";
 
-// One call per answer: the bundled model's 256-token context has no room
-// for a run of parallel calls.
+// One call per answer (parallel calls are covered by tool_calls_test.cc).
 json tool_body(const std::string& messages, const std::string& choice, bool stream, int seed) {
   return json::parse(R"({"messages": )" + messages + R"(, "tools": )" + kWeatherTool + R"(, "tool_choice": )" + choice +
                      R"(, "temperature": 1, "seed": )" + std::to_string(seed) + R"(, "stream": )" +

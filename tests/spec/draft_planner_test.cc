@@ -10,6 +10,8 @@
 namespace pagoda {
 namespace {
 
+DraftCandidate chain(double acceptance, int32_t max_drafts) { return {acceptance, max_drafts, {}}; }
+
 // Useful tokens of a plan: the base batch's, plus a + ... + a^k per sequence.
 double expected_tokens(std::span<const DraftCandidate> c, const std::vector<int32_t>& k, int32_t base) {
   double e = base;
@@ -67,8 +69,8 @@ TEST(EstimateAcceptance, StartsAtThePriorAndFollowsTheData) {
 
 TEST(AcceptanceCounts, RecordsAndFades) {
   AcceptanceCounts a;
-  a.record(4, 4);  // all accepted: no rejection
-  a.record(4, 1);
+  a.record(4, false);  // all accepted: no rejection
+  a.record(1, true);
   EXPECT_DOUBLE_EQ(a.num_accepted, 5.0);
   EXPECT_DOUBLE_EQ(a.num_rejected, 1.0);
   const double before = optimistic_acceptance(0, 3, 0.5);
@@ -89,20 +91,20 @@ TEST(OptimisticAcceptance, TriesTheUnknownAndConvergesOnTheKnown) {
 
 TEST(PlanDraftLengths, FreeVerificationTakesEveryDraft) {
   const StepCostModel flat({{1, 1e-3}, {512, 1e-3}});
-  const std::vector<DraftCandidate> c = {{0.9, 5}, {0.1, 3}, {0.0, 4}, {0.5, 0}};
+  const std::vector<DraftCandidate> c = {chain(0.9, 5), chain(0.1, 3), chain(0.0, 4), chain(0.5, 0)};
   EXPECT_EQ(plan_draft_lengths(flat, 4, c), (std::vector<int32_t>{5, 3, 0, 0}));
 }
 
 TEST(PlanDraftLengths, ComputeBoundVerificationTakesNone) {
   const StepCostModel linear({{1, 1e-3}, {512, 512e-3}});  // every token costs the same
-  const std::vector<DraftCandidate> c = {{0.95, 8}, {0.7, 8}};
+  const std::vector<DraftCandidate> c = {chain(0.95, 8), chain(0.7, 8)};
   EXPECT_EQ(plan_draft_lengths(linear, 2, c), (std::vector<int32_t>{0, 0}));
 }
 
 TEST(PlanDraftLengths, ADraftModelsForwardsCount) {
   // Free verification; each draft pass costs the draft model one forward.
   const StepCostModel flat({{1, 10e-3}, {512, 10e-3}});
-  const std::vector<DraftCandidate> one = {{0.8, 8}};
+  const std::vector<DraftCandidate> one = {chain(0.8, 8)};
   // A free draft model changes nothing: every draft is taken.
   const StepCostModel free_draft({{1, 0.0}, {512, 0.0}});
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, &free_draft), (std::vector<int32_t>{8}));
@@ -115,14 +117,14 @@ TEST(PlanDraftLengths, ADraftModelsForwardsCount) {
   const StepCostModel same({{1, 10e-3}, {512, 10e-3}});
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, &same), (std::vector<int32_t>{0}));
   // Batched sequences share a pass: two sequences draft as deep as one.
-  const std::vector<DraftCandidate> two = {{0.8, 8}, {0.8, 8}};
+  const std::vector<DraftCandidate> two = {chain(0.8, 8), chain(0.8, 8)};
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, &slow_draft), (std::vector<int32_t>{2, 2}));
 }
 
 TEST(PlanDraftLengths, APerSequenceDraftingCostCounts) {
   // Free verification; Medusa's heads cost each drafting sequence once.
   const StepCostModel flat({{1, 10e-3}, {512, 10e-3}});
-  const std::vector<DraftCandidate> one = {{0.5, 8}};
+  const std::vector<DraftCandidate> one = {chain(0.5, 8)};
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 0.0), (std::vector<int32_t>{8}));
   // 2 ms: ~2 tokens in 12 ms beat 1 in 10.
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 2e-3), (std::vector<int32_t>{8}));
@@ -130,9 +132,15 @@ TEST(PlanDraftLengths, APerSequenceDraftingCostCounts) {
   EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 20e-3), (std::vector<int32_t>{0}));
   // Paid per sequence: two sequences at 2 ms each draw ~4 tokens in 14 ms
   // (vs 2 in 10); at 8 ms each, 4 in 26 and 3 in 18 both lose.
-  const std::vector<DraftCandidate> two = {{0.5, 8}, {0.5, 8}};
+  const std::vector<DraftCandidate> two = {chain(0.5, 8), chain(0.5, 8)};
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, nullptr, 2e-3), (std::vector<int32_t>{8, 8}));
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, nullptr, 8e-3), (std::vector<int32_t>{0, 0}));
+  // Paid per head, for the first 4 drafts (a Medusa tree of n nodes runs
+  // min(n, 4) heads): 1.5 tokens in 12 ms is the best rate, 1.75 in 14 ties
+  // it, 1.875 in 16 and 8 drafts' ~2 in 18 lose.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 2e-3, 4), (std::vector<int32_t>{1}));
+  // Heads beyond the 4th cost nothing more: past 4 drafts only verification counts.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 0.5e-3, 4), (std::vector<int32_t>{8}));
 }
 
 TEST(PlanDraftLengths, SpeculationShrinksAsTheBatchGrows) {
@@ -140,7 +148,7 @@ TEST(PlanDraftLengths, SpeculationShrinksAsTheBatchGrows) {
   const StepCostModel cpu({{1, 10e-3}, {16, 12e-3}, {64, 40e-3}, {256, 160e-3}});
   double prev = 1e9;
   for (int32_t b : {1, 2, 4, 8, 16, 32, 64}) {
-    const std::vector<DraftCandidate> c(static_cast<size_t>(b), DraftCandidate{0.6, 8});
+    const std::vector<DraftCandidate> c(static_cast<size_t>(b), chain(0.6, 8));
     int32_t total = 0;
     for (int32_t k : plan_draft_lengths(cpu, b, c)) total += k;
     const double per_seq = static_cast<double>(total) / b;
@@ -161,7 +169,7 @@ TEST(PlanDraftLengths, MatchesExhaustiveSearchOnRandomCases) {
   for (int trial = 0; trial < 300; ++trial) {
     const int32_t n = 1 + static_cast<int32_t>(rng() % 3);
     std::vector<DraftCandidate> c(static_cast<size_t>(n));
-    for (auto& x : c) x = {u(rng) < 0.2 ? 0.0 : u(rng), static_cast<int32_t>(rng() % 4)};
+    for (auto& x : c) x = chain(u(rng) < 0.2 ? 0.0 : u(rng), static_cast<int32_t>(rng() % 4));
     std::vector<std::pair<int32_t, double>> pts;
     double t = 1.0 + u(rng);
     for (int32_t tok = 1; tok <= 16; tok += 1 + static_cast<int32_t>(rng() % 3)) {
@@ -185,6 +193,53 @@ TEST(PlanDraftLengths, MatchesExhaustiveSearchOnRandomCases) {
     walk(0);
     EXPECT_NEAR(rate(cost, base, c, k), best, best * 1e-6) << "trial " << trial;
   }
+}
+
+TEST(TreeNodeGains, LearnsHowOftenEachPlaceIsAcceptedAndNeverRises) {
+  TreeNodeGains g;
+  std::vector<double> out;
+  g.gains(3, 1.0, &out);
+  EXPECT_NEAR(out[0], 0.5, 1e-12);  // nothing seen: the prior 0.5 / (1 + j)
+  EXPECT_NEAR(out[1], 0.25, 1e-12);
+  // Node 0 on the accepted path 8 times in 10, node 2 (its child) 4 times,
+  // node 1 (a sibling of node 0) never; node 3 (a child of node 2) once.
+  for (int i = 0; i < 10; ++i) {
+    std::vector<int32_t> path;
+    if (i < 8) path.push_back(0);
+    if (i < 4) path.push_back(2);
+    if (i == 0) path.push_back(3);
+    g.record(4, path);
+  }
+  g.gains(5, 1.0, &out);
+  ASSERT_EQ(out.size(), 5u);
+  // 8 of 10 plus the prior (0.75), the recent misses weighing more.
+  EXPECT_GT(out[0], 0.65);
+  EXPECT_LT(out[0], 0.75);
+  EXPECT_LT(out[1], 0.1);     // the sibling adds little...
+  EXPECT_LE(out[2], out[1]);  // ...and caps what follows (the planner keeps a prefix)
+  for (size_t j = 1; j < out.size(); ++j) EXPECT_LE(out[j], out[j - 1]);
+  std::vector<double> half;
+  g.gains(5, 0.5, &half);
+  EXPECT_NEAR(half[0], 0.5 * out[0], 1e-12);
+  g.gains(2, 10.0, &half);
+  EXPECT_LE(half[0], 1.0);
+}
+
+// A tree's nodes are priced by their own gains, not as a chain: with the
+// same per-depth acceptance, a tree whose later nodes are rarely accepted
+// gets fewer drafts than a chain.
+TEST(PlanDraftLengths, TreesUseTheirNodeGains) {
+  const StepCostModel cost({{1, 1.0}, {2, 1.05}, {4, 1.15}, {8, 1.4}, {16, 2.0}});
+  const std::vector<double> flat = {0.8, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05};
+  std::vector<DraftCandidate> tree = {chain(0.8, 8)};
+  tree[0].node_gains = flat;
+  const auto k_tree = plan_draft_lengths(cost, 1, tree);
+  const auto k_chain = plan_draft_lengths(cost, 1, std::vector<DraftCandidate>{chain(0.8, 8)});
+  EXPECT_EQ(k_tree[0], 1);
+  EXPECT_GT(k_chain[0], 2);
+  const std::vector<double> none(8, 0.0);
+  tree[0].node_gains = none;
+  EXPECT_EQ(plan_draft_lengths(cost, 1, tree)[0], 0);
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
                  ("heads / kv heads / head dim",
                   f"{c['n_head']} / {c['n_kv_head']} / {hd}"),
                  ("feed-forward", c["n_ff"]),
-                 ("rope base / rms eps", f"{c['rope_base']} / {c['norm_eps']}"),
+                 ("rope base / rms eps", f"{c['rope_base']} / {c['norm_eps']:.6g}"),
                  ("file", f"{'F16' if f16 else 'F32'} GGUF, "
                   f"{size / 1e6:.1f} MB")]:
         L.append(f"| {k} | {v} |")
@@ -62,7 +62,10 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
              "`<|pad|>`, `<|im_start|>`, `<|im_end|>`, `<|unk|>`; a ChatML "
              "chat template is included" + (" and the model is tuned to chat "
                                            "in it (see Chat below).\n" if tune
-                                           else ", though the model never saw "
+                                           else "; the draft was distilled on "
+                                           "conversations in it.\n"
+                                           if info.get("distill") else
+                                           ", though the model never saw "
                                            "chat data.\n"))
     L.append("## Corpus\n")
     L.append("Built by `tools/train/corpus.py` from installed Debian packages; "
@@ -87,11 +90,26 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
                  "only the assistant's tokens scored), packed back to back. "
                  "The context grew from 256 by training at the new length "
                  "(RoPE unchanged).\n")
+        for i, ph in enumerate(tune.get("phases", [])):
+            L.append(f"- phase {i + 1}: {ph['steps']} steps from "
+                     f"`{ph['init']}`, peak lr {ph['lr']}, "
+                     f"{ph['seconds'] / 60:.1f} min: {ph['note']}")
+    dist = info.get("distill")
+    if dist:
+        L.append(f"Distillation of `{dist['init']}` (the base draft, trained on "
+                 "the corpus at context 256) from the target "
+                 f"`{dist['target']}` by `tools/train/distill_draft.py`: "
+                 f"rows of {c['n_ctx']} tokens, "
+                 f"{100 * dist['text_rows']:.0f}% corpus text and the rest "
+                 "packed conversations from `tools/train/chat_data.py`, "
+                 "loss KL(p_target || q_draft) at every position (the target "
+                 "frozen), which is what speculative decoding's acceptance "
+                 "rate depends on.\n")
     L.append(f"- steps: {info['steps']} x batch {info['batch']} x "
              f"{c['n_ctx']} tokens = **{info['tokens_seen']:,} tokens seen** "
              f"({info['tokens_seen'] / info['train_tokens']:.2f} epochs)")
     L.append(f"- time: **{info['train_seconds'] / 60:.1f} min** on "
-             f"{info['threads']} CPU thread (torch {info.get('torch', '1.13')}, "
+             f"{info['threads']} CPU thread{'s' if info['threads'] > 1 else ''} (torch {info.get('torch', '1.13')}, "
              "OpenBLAS), shared machine")
     L.append(f"- AdamW (0.9, 0.95), weight decay 0.1, peak lr {info['lr']}, "
              f"{info['warmup']} warmup steps, cosine to 10%, grad clip 1.0, "
@@ -123,10 +141,28 @@ def write(path, info, ref, samples, agreement, stats, size, f16):
                  f"{b['text_loss_256']:.3f} | {a['text_loss_256']:.3f} |")
         L.append(f"| held-out text, 8 windows of {c['n_ctx']} | "
                  f"{b['text_loss_ctx']:.3f} | {a['text_loss_ctx']:.3f} |")
+    if dist:
+        b, a = dist["before"], dist["after"]
+        L.append("\nBefore / after distillation (held-out: 8 text windows "
+                 "of 512 tokens and 8 of packed conversations):\n")
+        L.append("| | before | after |\n|---|---|---|")
+        for k, what in [("text_top1", "top-1 agreement with the target, text"),
+                        ("chat_top1", "top-1 agreement, conversations"),
+                        ("text_accept_t1", "expected acceptance at "
+                         "temperature 1 (sum min(p, q)), text"),
+                        ("chat_accept_t1", "expected acceptance at "
+                         "temperature 1, conversations"),
+                        ("text_loss_256", "own loss on held-out text, 64 "
+                         "windows of 256 (nats/token)")]:
+            L.append(f"| {what} | {b[k]:.3f} | {a[k]:.3f} |")
     key = "val_chat_loss_subset" if tune else "val_loss_subset"
-    L.append("\nLoss during training (validation on " +
-             ("30 held-out conversations" if tune else "32 held-out windows") +
-             "):\n")
+    if dist:
+        L.append("\nDuring training (train loss = KL in nats/token; val = "
+                 "1 - top-1 agreement on 4 held-out text windows):\n")
+    else:
+        L.append("\nLoss during training (validation on " +
+                 ("30 held-out conversations" if tune else
+                  "32 held-out windows") + "):\n")
     L.append("| step | train loss | val loss | min |\n|---|---|---|---|")
     for e in info["log"]:
         L.append(f"| {e['step']} | {e['train_loss']:.3f} | "

@@ -113,8 +113,24 @@ def paragraphs(text):
     return [p for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
+def lower_first(s):
+    return s if len(s) < 2 or s[1].isupper() else s[:1].lower() + s[1:]
+
+
 def definition(src, doc_id, text):
-    """(word, answer) from a dictionary entry, or None."""
+    """(word, answer) from a dictionary entry, or None.  The answer starts
+    "The word X means": the word appears as the question wrote it (the same
+    tokens), which a small model copies far more easily than a re-cased
+    headword."""
+    got = entry(src, doc_id, text)
+    if not got:
+        return None
+    word, body = got
+    return word, f"The word {word} means {lower_first(body)}"
+
+
+def entry(src, doc_id, text):
+    """(word, definition text) of a dictionary entry, or None."""
     paras = paragraphs(text)
     if not paras:
         return None
@@ -123,21 +139,19 @@ def definition(src, doc_id, text):
                      re.S)
         if not m:
             return None
-        word = m.group(1).strip().lower()
-        body = squash(m.group(3))
-        return word, f"{word.capitalize()}, {m.group(2).strip()} {body}"
+        return m.group(1).strip().lower(), squash(m.group(3))
     if src == "jargon":
         word = paras[0].split("\n")[0].strip()
         if len(paras) < 2:
             return None
         head = squash(paras[0].split("\n", 1)[1]) if "\n" in paras[0] else ""
         pos = re.sub(r"^/[^/]*/,?\s*", "", head)
-        return word, f"{word}: {squash(paras[1])}" if not pos else \
-            f"{word}, {pos} {squash(paras[1])}"
+        del pos
+        return word, squash(paras[1])
     if src == "gcide":
         word = doc_id.rsplit("/", 1)[0]
         first = paras[0]
-        m = re.match(r"([^,(\n]+?)\s*(\([^)]*\))?\s*,\s*([a-z. &]+?\.)\s*",
+        m = re.match(r"([^,(\n]+?)\s*(\([^)]*\))?\s*,\s*((?:[a-z&]+\.\s*)+)",
                      first)
         if not m:
             return None
@@ -149,7 +163,8 @@ def definition(src, doc_id, text):
         body = squash(rest)
         if len(body) < 8:
             return None
-        return word, f"{head}, {m.group(3)} {body}"
+        del head
+        return word, body
     return None
 
 

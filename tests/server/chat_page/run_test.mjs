@@ -2,6 +2,9 @@
 // page that `pagoda serve` serves at /: loads it, enters the API key, sends a
 // message, waits for the streamed answer, checks it against a non-streamed
 // request, sends a follow-up and stops it mid-stream, and takes a screenshot.
+// Then, as a newcomer would: `pagoda serve` with the bundled (chat-tuned)
+// model and the page's default settings, asks a question, gets a non-empty
+// answer.
 // Usage: node run_test.mjs [path/to/pagoda]. Exit 77 (ctest: skipped) when
 // node_modules or chromium is missing: run `npm ci` here, install chromium.
 import { spawnSync } from "node:child_process";
@@ -127,11 +130,43 @@ try {
   console.log(`screenshot: ${screenshot}`);
   assert.deepEqual(pageErrors, [], "JavaScript errors on the page");
   console.log("chat page: load, key, streamed answer, history, stop OK");
+  await bundledModel(context);
 } catch (e) {
   console.error(e);
   failed = true;
 } finally {
   if (context) await context.close().catch(() => {});
+}
+
+// The bundled model through the page with its defaults (temperature 0.7,
+// 256 tokens): two questions of the kinds it was tuned on, each answered.
+async function bundledModel(context) {
+  const bundled = join(here, "..", "..", "..", "models", "pagoda-small.gguf");
+  if (!existsSync(bundled)) {
+    console.log("bundled model missing: its chat check skipped");
+    return;
+  }
+  const second = await startServer(pagoda, ["-m", bundled, "-t", "1"]);
+  try {
+    const page = await context.newPage();
+    await page.goto(`http://127.0.0.1:${second.port}/`);
+    await page.waitForFunction(() => document.getElementById("model").textContent.startsWith("model: "));
+    for (const [i, question] of ["What does lamp mean?", "Tell me a joke."].entries()) {
+      await page.fill("#input", question);
+      await page.click("#send");
+      await page.waitForFunction((n) => {
+        const msgs = document.querySelectorAll("#log .assistant");
+        return document.body.dataset.streaming === "false" && msgs.length === n;
+      }, i + 1, { timeout: 60000 });
+      const reply = (await page.locator("#log .assistant").nth(i).textContent()).trim();
+      console.log(`bundled model: ${JSON.stringify(question)} -> ${JSON.stringify(reply.slice(0, 120))}`);
+      assert.ok(reply.length > 0, `the bundled model gave an empty reply to ${JSON.stringify(question)}`);
+    }
+    await page.screenshot({ path: screenshot.replace(/\.png$/, "-bundled.png") });
+  } finally {
+    const code = await stopServer(second.server);
+    assert.equal(code, 0, `pagoda serve (bundled model) exited with ${code}`);
+  }
 }
 
 const exitCode = await stopServer(server);
