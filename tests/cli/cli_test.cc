@@ -1,7 +1,6 @@
 // The `pagoda` binary end to end: the command-line contracts and clear errors
 // (non-zero exit, a message, never a crash) for malformed invocations.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <array>
@@ -9,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
