@@ -91,9 +91,11 @@ int bench_model(int argc, char** argv) {
   }
   const ModelConfig mc = *shape;
   file->reset();
-  cfg.kv_cache_bytes = static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, cfg.block_size, mc.num_kv_heads,
-                                                                       mc.head_dim, cfg.kv_cache_dtype)) *
-                       ((cfg.max_model_len + cfg.block_size - 1) / cfg.block_size + 1);
+  RunnerConfig shape_rc;
+  shape_rc.block_size = cfg.block_size;
+  shape_rc.kv_cache_dtype = cfg.kv_cache_dtype;
+  cfg.kv_cache_bytes =
+      ModelRunner::bytes_per_block(mc, shape_rc) * ((cfg.max_model_len + cfg.block_size - 1) / cfg.block_size + 1);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
     std::fprintf(stderr, "pagoda bench model: error: %s\n", engine.status().message().c_str());

@@ -44,6 +44,14 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (config.ngram_min < 1 || config.ngram_max < config.ngram_min || config.ngram_max > 64)
     return invalid_argument("n-gram sizes need 1 <= min <= max <= 64");
   PAGODA_RETURN_IF_ERROR(validate_kv_policy(config.sched.kv_policy, mc.sliding_window > 0 || mc.has_attn_sinks));
+  // A recurrent layer's state stands for every token computed: it cannot
+  // drop rejected drafts or evicted tokens.
+  if (mc.has_recurrent_layers() && config.spec_method != SpecMethod::kNone)
+    return invalid_argument("speculative decoding needs rollback, which recurrent layers (" + mc.arch +
+                            ") do not have: run without --spec");
+  if (mc.has_recurrent_layers() && !config.sched.kv_policy.full())
+    return invalid_argument("--kv-policy " + std::string(kv_policy_name(config.sched.kv_policy.kind)) +
+                            " evicts tokens, which recurrent layers (" + mc.arch + ") cannot forget");
   if (config.spec_method == SpecMethod::kMedusa && mc.sliding_window > 0)
     return invalid_argument("Medusa speculation needs full attention: this model has sliding-window layers");
   if (config.spec_method == SpecMethod::kLookahead) {
@@ -114,7 +122,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, rc));
   e->kv_manager_ = std::make_unique<KVCacheManager>(static_cast<int32_t>(rc.num_blocks), rc.block_size,
                                                     static_cast<int32_t>(rc.num_host_blocks));
-  e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
+  // Recurrent layers: a state slot per sequence; no prefix reuse (a cached
+  // prefix would need the state after it, which is not kept).
+  if (mc.has_recurrent_layers()) e->kv_manager_->enable_state_slots();
+  e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching && !mc.has_recurrent_layers());
+  e->recurrent_ = mc.has_recurrent_layers();
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
   e->kv_policy_ = config.sched.kv_policy;
   e->index_sensitive_ = mc.sliding_window > 0 || mc.has_attn_sinks;
@@ -193,6 +205,9 @@ Result<KvPolicy> Engine::resolve_kv_policy(const std::optional<KvPolicyRequest>&
   if (request->window) p.window = *request->window;
   p = with_default_window(p);
   PAGODA_RETURN_IF_ERROR(validate_kv_policy(p, index_sensitive_));
+  if (recurrent_ && !p.full())
+    return invalid_argument("kv_policy " + std::string(kv_policy_name(p.kind)) +
+                            " evicts tokens, which this model's recurrent layers cannot forget");
   PAGODA_RETURN_IF_ERROR(check_kv_room(p, "kv_policy "));
   return p;
 }
@@ -308,6 +323,8 @@ Choice& Engine::fork_choice(Request& req, const Choice& parent) {
   req.choices.push_back(make_choice(req, static_cast<int32_t>(req.choices.size()), parent.seq));
   Choice& child = *req.choices.back();
   kv_manager_->fork(parent.seq.seq_id, child.seq.seq_id);
+  if (runner_->has_recurrent_state())
+    runner_->copy_state(kv_manager_->state_slot(parent.seq.seq_id), kv_manager_->state_slot(child.seq.seq_id));
   scheduler_->add_running(&child.seq);
   return child;
 }

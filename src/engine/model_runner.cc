@@ -9,9 +9,15 @@
 
 namespace pagoda {
 
+ModelRunner::KVShape ModelRunner::kv_shape(const ModelConfig& m) {
+  if (m.num_kv_layers() == 0) return {1, 1, 32};
+  return {m.num_kv_layers(), m.num_kv_heads, m.head_dim};
+}
+
 int64_t ModelRunner::bytes_per_block(const ModelConfig& m, const RunnerConfig& c) {
+  const KVShape s = kv_shape(m);
   return static_cast<int64_t>(
-      KVStorage::bytes_per_block(m.num_layers, c.block_size, m.num_kv_heads, m.head_dim, c.kv_cache_dtype));
+      KVStorage::bytes_per_block(s.num_layers, c.block_size, s.num_kv_heads, s.head_dim, c.kv_cache_dtype));
 }
 
 Status ModelRunner::validate(const ModelConfig& model, const RunnerConfig& config) {
@@ -30,9 +36,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   const ModelConfig& mc = model->config();
   PAGODA_RETURN_IF_ERROR(validate(mc, config));
   std::unique_ptr<ModelRunner> r(new ModelRunner());
+  const KVShape shape = kv_shape(mc);
   auto storage = [&](int64_t num_blocks) {
-    return KVStorage::create(mc.num_layers, static_cast<int32_t>(num_blocks), config.block_size, mc.num_kv_heads,
-                             mc.head_dim, config.kv_cache_dtype);
+    return KVStorage::create(shape.num_layers, static_cast<int32_t>(num_blocks), config.block_size, shape.num_kv_heads,
+                             shape.head_dim, config.kv_cache_dtype);
   };
   PAGODA_ASSIGN_OR_RETURN(r->kv_storage_, storage(config.num_blocks));
   if (config.kv_scores) PAGODA_RETURN_IF_ERROR(r->kv_storage_->enable_scores());
@@ -41,6 +48,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
     if (config.kv_scores) PAGODA_RETURN_IF_ERROR(r->host_storage_->enable_scores());
   }
   r->block_size_ = config.block_size;
+  if (model->state_floats_per_seq() > 0) r->state_ = std::make_unique<StateStorage>(model->state_floats_per_seq());
   r->pool_ = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads : default_num_threads());
   r->model_ = std::move(model);
   if (config.bf16_dot) r->model_->use_bf16_dot();
@@ -76,6 +84,10 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
     slice.num_tokens = s.num_new_tokens;
     slice.kv_len = seq.num_cache_tokens() + s.num_new_tokens;
     slice.block_table = table.data();
+    if (state_) {
+      slice.state_slot = kv.state_slot(seq.seq_id);
+      PAGODA_CHECK(slice.state_slot >= 0);
+    }
     const int32_t num_known = seq.num_tokens();
     PAGODA_CHECK(s.num_draft_tokens == static_cast<int32_t>(seq.draft_tokens.size()) || s.num_draft_tokens == 0);
     PAGODA_CHECK(slice.kv_len <= static_cast<int32_t>(table.size()) * bs &&
@@ -122,7 +134,7 @@ std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheM
   copy_blocks(out);
   build_batch(out, kv);
   logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(config().vocab_size));
-  model_->forward(batch_, *kv_storage_, *pool_, logits_.data());
+  model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get());
   return logits_;
 }
 
@@ -145,8 +157,10 @@ std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::spa
       batch_.logit_rows.push_back(p - context);
     }
     batch_.seqs.push_back(SeqSlice{0, n, kv_len, table.data()});
+    batch_.seqs.back().state_slot = 0;  // no sequence holds a slot yet
     logits_.resize(static_cast<size_t>(n) * static_cast<size_t>(config().vocab_size));
-    const double best = fastest_run_seconds([&] { model_->forward(batch_, *kv_storage_, *pool_, logits_.data()); });
+    const double best =
+        fastest_run_seconds([&] { model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get()); });
     times.push_back({n, best});
   }
   return times;

@@ -54,11 +54,26 @@ class ModelRunner {
   static Result<std::unique_ptr<ModelRunner>> create(std::unique_ptr<LlamaModel> model, const RunnerConfig& config);
   // K + V bytes of one block for this model.
   static int64_t bytes_per_block(const ModelConfig& model, const RunnerConfig& config);
+  // The KV storage's shape: the attention layers only (ModelConfig::
+  // kv_layer). A model without attention (mamba2) gets a nominal one-layer
+  // storage that is never written (mapped lazily, it costs address space
+  // only): its blocks still count each sequence's tokens.
+  struct KVShape {
+    int32_t num_layers, num_kv_heads, head_dim;
+  };
+  static KVShape kv_shape(const ModelConfig& model);
 
   // Runs out's block copies, then one forward over out.scheduled. Returns
   // logits [rows][vocab_size]: for each scheduled sequence in order, its
   // last num_logits positions. Valid until the next call.
   std::span<float> execute(const SchedulerOutput& out, const KVCacheManager& kv);
+  // Models with recurrent layers: each sequence's state lives in a slot
+  // (KVCacheManager::enable_state_slots); a forked sequence starts from its
+  // parent's state.
+  bool has_recurrent_state() const { return state_ != nullptr; }
+  void copy_state(int32_t src_slot, int32_t dst_slot) { state_->copy(src_slot, dst_slot); }
+  // Bytes of one sequence's recurrent state (0 without recurrent layers).
+  int64_t state_bytes_per_seq() const { return model_->state_floats_per_seq() * int64_t{sizeof(float)}; }
 
   // Speculation's cost model: the seconds of one forward over n tokens (all
   // of them with logits, as when verifying drafts) after `context` cached
@@ -97,6 +112,7 @@ class ModelRunner {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KVStorage> kv_storage_;
   std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
+  std::unique_ptr<StateStorage> state_;      // recurrent layers' state; null without them
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<int32_t> tree_depth_;  // build_batch's scratch for a tree of drafts

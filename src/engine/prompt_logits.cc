@@ -31,6 +31,7 @@ Result<std::vector<float>> prompt_logits(ModelRunner& runner, std::span<const in
   const int64_t capacity = runner.num_kv_blocks() * runner.block_size();
   if (n > capacity) return invalid_argument("more token ids than the runner has KV room for");
   KVCacheManager kv(static_cast<int32_t>(runner.num_kv_blocks()), runner.block_size());
+  if (runner.has_recurrent_state()) kv.enable_state_slots();
   Sequence seq;
   seq.seq_id = SeqId{0};
   seq.tokens.assign(ids.begin(), ids.end());

@@ -85,10 +85,40 @@ void KVCacheManager::decref(BlockId b) {
   if (prefix_) prefix_->on_ref_changed(b);
 }
 
+KVCacheManager::SeqState& KVCacheManager::get_or_create(SeqId seq) {
+  auto [it, inserted] = seqs_.try_emplace(seq);
+  if (inserted && state_slots_) it->second.state_slot = take_state_slot();
+  return it->second;
+}
+
+void KVCacheManager::enable_state_slots() {
+  PAGODA_CHECK(seqs_.empty() && swapped_.empty());
+  state_slots_ = true;
+}
+
+int32_t KVCacheManager::take_state_slot() {
+  if (free_state_slots_.empty()) return num_state_slots_++;
+  const int32_t s = free_state_slots_.back();
+  free_state_slots_.pop_back();
+  return s;
+}
+
+void KVCacheManager::release_state_slot(int32_t& slot) {
+  if (slot < 0) return;
+  free_state_slots_.push_back(slot);
+  slot = -1;
+}
+
+int32_t KVCacheManager::state_slot(SeqId seq) const {
+  if (auto it = seqs_.find(seq); it != seqs_.end()) return it->second.state_slot;
+  if (auto it = swapped_.find(seq); it != swapped_.end()) return it->second.state_slot;
+  return -1;
+}
+
 bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   int32_t need = num_blocks_needed(seq, num_total_tokens);
   if (!ensure_free(need)) return false;
-  std::vector<BlockId>& table = seqs_[seq].table;
+  std::vector<BlockId>& table = get_or_create(seq).table;
   for (int32_t i = 0; i < need; ++i) {
     std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
     PAGODA_CHECK(b.has_value());
@@ -112,10 +142,12 @@ bool KVCacheManager::allocate_for_write(SeqId seq, int32_t pos_begin, int32_t po
 void KVCacheManager::free(SeqId seq) {
   if (auto sw = swapped_.find(seq); sw != swapped_.end()) {
     for (BlockId h : sw->second.table) host_pool_.decref(h);
+    release_state_slot(sw->second.state_slot);
     swapped_.erase(sw);
   }
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
+  release_state_slot(it->second.state_slot);
   const std::vector<BlockId> table = std::move(it->second.table);
   seqs_.erase(it);
   for (BlockId b : table) decref(b);
@@ -198,6 +230,7 @@ void KVCacheManager::fork(SeqId parent, SeqId child) {
   PAGODA_CHECK(!contains(child));
   SeqState copy = state(parent);
   for (BlockId b : copy.table) incref(b);
+  if (state_slots_) copy.state_slot = take_state_slot();
   seqs_.emplace(child, std::move(copy));
 }
 
@@ -279,6 +312,25 @@ Status KVCacheManager::check_invariants() const {
   for (int32_t h = 0; h < host_pool_.num_blocks(); ++h)
     if (host_pool_.ref_count(BlockId{h}) != host_holders[h])
       return internal_error("host block " + std::to_string(h) + " ref count does not match swapped tables");
+  // State slots: each id below the high-water mark is held by exactly one
+  // sequence (resident or swapped) or free; none without slots enabled.
+  std::vector<int32_t> slot_holders(static_cast<size_t>(num_state_slots_), 0);
+  auto hold = [&](int32_t slot, const std::string& who) -> Status {
+    if (!state_slots_) return slot == -1 ? Status::ok() : internal_error(who + " holds a state slot, none enabled");
+    if (slot < 0 || slot >= num_state_slots_)
+      return internal_error(who + " holds state slot " + std::to_string(slot) + " of " +
+                            std::to_string(num_state_slots_));
+    ++slot_holders[static_cast<size_t>(slot)];
+    return Status::ok();
+  };
+  for (const auto& [id, s] : seqs_) PAGODA_RETURN_IF_ERROR(hold(s.state_slot, "sequence " + std::to_string(id.value)));
+  for (const auto& [id, s] : swapped_)
+    PAGODA_RETURN_IF_ERROR(hold(s.state_slot, "swapped sequence " + std::to_string(id.value)));
+  for (int32_t slot : free_state_slots_) PAGODA_RETURN_IF_ERROR(hold(slot, "the free list"));
+  for (int32_t i = 0; i < num_state_slots_; ++i)
+    if (slot_holders[static_cast<size_t>(i)] != 1)
+      return internal_error("state slot " + std::to_string(i) + " has " +
+                            std::to_string(slot_holders[static_cast<size_t>(i)]) + " holders (free list included)");
   return Status::ok();
 }
 
@@ -290,6 +342,8 @@ bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
   SeqState host;
   host.num_tokens = dev.num_tokens;
   host.no_cache = dev.no_cache;
+  host.state_slot = dev.state_slot;  // the state stays where it is
+  dev.state_slot = -1;
   for (BlockId b : dev.table) {
     std::optional<BlockId> h = host_pool_.allocate();
     PAGODA_CHECK(h.has_value());
@@ -309,6 +363,7 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   SeqState dev;
   dev.num_tokens = host.num_tokens;
   dev.no_cache = host.no_cache;
+  dev.state_slot = host.state_slot;
   for (BlockId h : host.table) {
     std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
     PAGODA_CHECK(b.has_value());
@@ -332,7 +387,7 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
   if (it != seqs_.end() && !it->second.table.empty()) return 0;
   const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / block_size_;
   const std::vector<BlockId> blocks = prefix_->match(tokens, max_blocks);
-  SeqState& st = seqs_[seq];
+  SeqState& st = get_or_create(seq);
   for (BlockId b : blocks) {
     incref(b);
     st.table.push_back(b);

@@ -144,6 +144,24 @@ class KVCacheManager {
   int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
   int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
 
+  // Recurrent-state slots (kv/state_storage.h), for models with recurrent
+  // layers: once enabled, every sequence holds one slot id from creation
+  // (allocate_slots, acquire_cached_prefix) to free(); it keeps its slot
+  // while swapped out (the state is small and fixed-size); a forked child
+  // gets a new one, whose state the caller copies from the parent's
+  // (StateStorage::copy). A state stands for all of a sequence's computed
+  // tokens, so it cannot be rolled back (truncate) or shared by a prefix
+  // hit: the engine keeps speculation and the prefix cache off for such
+  // models. Freed ids are reused first; ids grow past the high-water mark
+  // only when none is free. Call before any sequence exists.
+  void enable_state_slots();
+  bool state_slots_enabled() const { return state_slots_; }
+  // The sequence's slot id (resident or swapped); -1 without one.
+  int32_t state_slot(SeqId seq) const;
+  // Slot ids handed out so far (the storage's size) and those free now.
+  int32_t num_state_slots() const { return num_state_slots_; }
+  int32_t num_free_state_slots() const { return static_cast<int32_t>(free_state_slots_.size()); }
+
   // Prefix caching (RadixAttention). Off until enabled.
   void enable_prefix_cache(bool on);
   bool prefix_cache_enabled() const { return prefix_ != nullptr; }
@@ -175,7 +193,12 @@ class KVCacheManager {
     int32_t num_tokens = 0;
     int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
     bool no_cache = false;          // evicted or compressed: its blocks are offered to the cache no more
+    int32_t state_slot = -1;        // with state slots enabled
   };
+  // The sequence's entry, created (with a state slot when enabled) if new.
+  SeqState& get_or_create(SeqId seq);
+  int32_t take_state_slot();
+  void release_state_slot(int32_t& slot);
   // The cached block continuing the first `whole` blocks of tokens partway
   // (PrefixCache::find_partial), leaving one token to compute.
   PrefixCache::PartialHit partial_hit(std::span<const int32_t> tokens, int32_t whole) const;
@@ -192,6 +215,9 @@ class KVCacheManager {
   BlockPool host_pool_;
   std::unordered_map<SeqId, SeqState> swapped_;  // tables of host block ids
   std::unique_ptr<PrefixCache> prefix_;          // after pool_: destroyed first
+  bool state_slots_ = false;
+  int32_t num_state_slots_ = 0;
+  std::vector<int32_t> free_state_slots_;
 };
 
 }  // namespace pagoda

@@ -27,6 +27,10 @@ struct SeqSlice {
   // > 0: the slice ends with a tree of drafts from this cache position on;
   // ForwardBatch::tree_masks holds each token's mask (kernels::AttentionOptions).
   int32_t tree_begin = 0;
+  // Models with recurrent layers: the sequence's state slot
+  // (KVCacheManager::state_slot); its state covers kv_len - num_tokens
+  // tokens (none: the slice starts the sequence and the state is zeroed).
+  int32_t state_slot = -1;
 };
 
 struct ForwardBatch {

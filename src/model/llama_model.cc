@@ -10,6 +10,7 @@
 #include <string>
 #include <system_error>
 
+#include "core/check.h"
 #include "core/fp16.h"
 #include "kernels/attention.h"
 
@@ -125,11 +126,37 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     const std::string p = "blk." + std::to_string(i) + ".";
     Layer& l = m->layers_[i];
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm.weight", cfg.hidden_size, &l.attn_norm, true));
+    const LayerKind kind = cfg.layer_kind(i);
+    m->state_offset_.push_back(m->state_offset_.empty() ? 0 : m->state_offset_.back());
+    m->state_offset_.back() += cfg.recurrent_state_floats(i);
+    if (kind != LayerKind::kAttention) {
+      const int64_t hs = cfg.hidden_size, inner = cfg.ssm_inner_size, heads = cfg.ssm_time_step_rank;
+      const int64_t channels = cfg.ssm_conv_channels();
+      PAGODA_RETURN_IF_ERROR(vector(p + "ssm_conv1d.weight", channels * cfg.ssm_conv_kernel, &l.ssm_conv, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "ssm_dt.bias", heads, &l.ssm_dt_bias, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "ssm_a", heads, &l.ssm_a, true));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "ssm_out.weight", inner, hs, &l.ssm_out));
+      if (kind == LayerKind::kGatedDeltaNet) {
+        PAGODA_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", hs, channels, &l.attn_qkv));
+        PAGODA_RETURN_IF_ERROR(matrix(p + "attn_gate.weight", hs, inner, &l.attn_gate));
+        PAGODA_RETURN_IF_ERROR(matrix(p + "ssm_beta.weight", hs, heads, &l.ssm_beta));
+        PAGODA_RETURN_IF_ERROR(matrix(p + "ssm_alpha.weight", hs, heads, &l.ssm_alpha));
+        PAGODA_RETURN_IF_ERROR(vector(p + "ssm_norm.weight", inner / heads, &l.ssm_norm, true));
+      } else {
+        PAGODA_RETURN_IF_ERROR(matrix(p + "ssm_in.weight", hs, inner + channels + heads, &l.ssm_in));
+        PAGODA_RETURN_IF_ERROR(vector(p + "ssm_conv1d.bias", channels, &l.ssm_conv_bias, true));
+        PAGODA_RETURN_IF_ERROR(vector(p + "ssm_d", heads, &l.ssm_d, true));
+        PAGODA_RETURN_IF_ERROR(vector(p + "ssm_norm.weight", inner, &l.ssm_norm, true));
+        continue;  // Mamba-2 blocks have no FFN
+      }
+    } else {
+      const int64_t q_rows = cfg.attn_output_gate ? 2 * int64_t{cfg.q_dim()} : cfg.q_dim();
+      PAGODA_RETURN_IF_ERROR(matrix(p + "attn_q.weight", cfg.hidden_size, q_rows, &l.wq));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.hidden_size, cfg.kv_dim(), &l.wk));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.hidden_size, cfg.kv_dim(), &l.wv));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "attn_output.weight", cfg.q_dim(), cfg.hidden_size, &l.wo));
+    }
     PAGODA_RETURN_IF_ERROR(vector(p + cfg.ffn_norm_name + ".weight", cfg.hidden_size, &l.ffn_norm, true));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_q.weight", cfg.hidden_size, cfg.q_dim(), &l.wq));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_k.weight", cfg.hidden_size, cfg.kv_dim(), &l.wk));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_v.weight", cfg.hidden_size, cfg.kv_dim(), &l.wv));
-    PAGODA_RETURN_IF_ERROR(matrix(p + "attn_output.weight", cfg.q_dim(), cfg.hidden_size, &l.wo));
     if (cfg.num_experts > 0) {
       PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_gate_inp.weight", cfg.hidden_size, cfg.num_experts, &l.router));
       PAGODA_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", cfg.hidden_size, cfg.expert_ffn_size, &l.exp_gate));
@@ -145,6 +172,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
       PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", cfg.hidden_size, cfg.ffn_size, &l.w_up));
       PAGODA_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", cfg.ffn_size, cfg.hidden_size, &l.w_down));
     }
+    if (kind != LayerKind::kAttention) continue;
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_q.bias", cfg.q_dim(), &l.bq, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_k.bias", cfg.kv_dim(), &l.bk, false));
     PAGODA_RETURN_IF_ERROR(vector(p + "attn_v.bias", cfg.kv_dim(), &l.bv, false));
@@ -166,7 +194,8 @@ template <class Self, class Fn>
 void LlamaModel::for_each_matrix(Self& self, Fn&& fn) {
   fn(self.output_);
   for (auto& l : self.layers_) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.attn_qkv, &l.attn_gate,
+                    &l.ssm_beta, &l.ssm_alpha, &l.ssm_in, &l.ssm_out})
       if (w->data) fn(*w);
     for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (auto& w : *es) fn(w);
@@ -247,13 +276,19 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     for (int64_t t = t0; t < t1; ++t)
       kernels::rms_norm(&ws_.x[t * c.hidden_size], l.attn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
   });
+  const bool gated = c.attn_output_gate;
+  if (gated) {
+    ws_.q_gate.resize(static_cast<size_t>(n) * 2 * c.q_dim());
+    ws_.attn_gate.resize(static_cast<size_t>(n) * c.q_dim());
+  }
   {
     observe(il, LinearInput::kAttnQKV, ws_.h.data(), c.hidden_size, n);
     const kernels::WeightView* w[] = {&l.wq, &l.wk, &l.wv};
-    float* y[] = {ws_.q.data(), ws_.k.data(), ws_.v.data()};
-    const int64_t stride[] = {c.q_dim(), c.kv_dim(), c.kv_dim()};
+    float* y[] = {gated ? ws_.q_gate.data() : ws_.q.data(), ws_.k.data(), ws_.v.data()};
+    const int64_t stride[] = {gated ? 2 * c.q_dim() : c.q_dim(), c.kv_dim(), c.kv_dim()};
     kernels::matmul_fused(w, 3, ws_.h.data(), c.hidden_size, n, y, stride, pool);
   }
+  const int32_t kl = c.kv_layer(il);
 
   const bool sliding = c.is_sliding(il);
   const kernels::RopeParams& rp = sliding ? rope_local_ : rope_global_;
@@ -262,6 +297,13 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       float* q = &ws_.q[t * c.q_dim()];
       float* k = &ws_.k[t * c.kv_dim()];
       float* v = &ws_.v[t * c.kv_dim()];
+      if (gated) {  // [q, gate] per head
+        const float* qg = &ws_.q_gate[t * 2 * c.q_dim()];
+        for (int32_t h = 0; h < c.num_heads; ++h) {
+          std::copy_n(qg + 2 * h * c.head_dim, c.head_dim, q + h * c.head_dim);
+          std::copy_n(qg + (2 * h + 1) * c.head_dim, c.head_dim, &ws_.attn_gate[t * c.q_dim() + h * c.head_dim]);
+        }
+      }
       if (l.bq) kernels::add_inplace(q, l.bq, c.q_dim());
       if (l.bk) kernels::add_inplace(k, l.bk, c.kv_dim());
       if (l.bv) kernels::add_inplace(v, l.bv, c.kv_dim());
@@ -274,11 +316,11 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       const float* cs = &ws_.rope_cs[sliding ? 1 : 0][t * c.rope_dim];
       kernels::rope_apply(q, c.num_heads, c.head_dim, cs, rp);
       kernels::rope_apply(k, c.num_kv_heads, c.head_dim, cs, rp);
-      kv.write(il, batch.slots[t], k, v);  // distinct slots: safe in parallel
+      kv.write(kl, batch.slots[t], k, v);  // distinct slots: safe in parallel
     }
   });
 
-  const kernels::PagedKVView view{kv.k_data(il),  kv.v_data(il), kv.block_size(),
+  const kernels::PagedKVView view{kv.k_data(kl),  kv.v_data(kl), kv.block_size(),
                                   c.num_kv_heads, c.head_dim,    kv.dtype()};
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Cache positions (the causal mask) are the RoPE positions unless tokens were evicted.
@@ -314,6 +356,11 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
                   [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; }))
     apply_kv_policies(batch, kv, pool, il, scale);
+  if (gated)
+    for_tokens(pool, n, c.q_dim(), [&](int64_t t0, int64_t t1) {
+      for (int64_t i = t0 * c.q_dim(); i < t1 * c.q_dim(); ++i)
+        ws_.attn[i] *= 1.0f / (1.0f + std::exp(-ws_.attn_gate[i]));
+    });
   observe(il, LinearInput::kAttnOut, ws_.attn.data(), c.q_dim(), n);
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
   for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
@@ -390,10 +437,12 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   }
 }
 
-void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits) {
+void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits,
+                         StateStorage* state) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return;
+  PAGODA_CHECK(state != nullptr || !c.has_recurrent_layers());
   ensure_workspace(n);
   for (int64_t t = 0; t < n; ++t) {
     float* x = &ws_.x[t * c.hidden_size];
@@ -414,8 +463,13 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
 
   for (int32_t il = 0; il < c.num_layers; ++il) {
     if (!batch.skip_layers.empty() && batch.skip_layers[static_cast<size_t>(il)]) continue;
-    attention_layer(batch, kv, pool, il);
+    switch (c.layer_kind(il)) {
+      case LayerKind::kAttention: attention_layer(batch, kv, pool, il); break;
+      case LayerKind::kGatedDeltaNet: deltanet_layer(batch, *state, pool, il); break;
+      case LayerKind::kMamba2: mamba2_layer(batch, *state, pool, il); break;
+    }
     const Layer& l = layers_[il];
+    if (!l.ffn_norm) continue;  // Mamba-2: the mixer is the whole block
     for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         kernels::rms_norm(&ws_.x[t * c.hidden_size], l.ffn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);

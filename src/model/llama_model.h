@@ -1,5 +1,5 @@
-// The decoder-only transformer family (llama 1-3, qwen2/3, gemma3, qwen3moe,
-// gpt-oss; ModelConfig says what differs): weights bound
+// The decoder-only family (llama 1-3, qwen2/3, gemma3, qwen3moe, gpt-oss,
+// and the recurrent qwen35 / mamba2; ModelConfig says what differs): weights bound
 // from GGUF and one forward pass over a flat batch through the paged KV cache.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include "kernels/packed.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
+#include "kv/state_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
 
@@ -40,9 +41,15 @@ class LlamaModel {
 
   const ModelConfig& config() const { return config_; }
 
-  // Computes the batch, writes its K/V into `kv`, and stores the logits of
-  // batch.logit_rows into `logits` ([rows][vocab_size]).
-  void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits);
+  // Computes the batch, writes its K/V into `kv` (attention layers, at
+  // ModelConfig::kv_layer indices) and its recurrent layers' state into
+  // `state` (the slices' state_slot; required when the model has recurrent
+  // layers), and stores the logits of batch.logit_rows into `logits`
+  // ([rows][vocab_size]).
+  void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits,
+               StateStorage* state = nullptr);
+  // Floats of one sequence's recurrent state, all layers (0: none).
+  int64_t state_floats_per_seq() const { return state_offset_.empty() ? 0 : state_offset_.back(); }
   // After forward(): the final-normed hidden state logits row r was computed
   // from ([hidden_size]; valid until the next forward).
   const float* output_hidden(int64_t r) const { return &ws_.h[static_cast<size_t>(r) * config_.hidden_size]; }
@@ -100,6 +107,16 @@ class LlamaModel {
     const float* exp_gate_bias = nullptr;
     const float* exp_up_bias = nullptr;
     const float* exp_down_bias = nullptr;
+    // Recurrent layers (model/recurrent_layers.cc). Gated DeltaNet: attn_qkv
+    // (conv input q, k, v), attn_gate (the output gate z), ssm_beta,
+    // ssm_alpha (per v head); Mamba-2: ssm_in ([z, xBC, dt]). Both: ssm_out.
+    kernels::WeightView attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_in, ssm_out;
+    const float* ssm_conv = nullptr;       // [channels][conv_kernel]
+    const float* ssm_conv_bias = nullptr;  // [channels], Mamba-2
+    const float* ssm_dt_bias = nullptr;    // [heads]
+    const float* ssm_a = nullptr;          // [heads], negative
+    const float* ssm_d = nullptr;          // [heads], Mamba-2's skip
+    const float* ssm_norm = nullptr;       // DeltaNet: [head_v_dim]; Mamba-2: [inner]
   };
   struct Workspace {
     int64_t capacity = 0;
@@ -107,7 +124,9 @@ class LlamaModel {
     std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;    // MoE
     std::vector<std::vector<std::pair<int64_t, float>>> moe_routed;  // per expert: (token, weight)
     std::vector<int32_t> moe_order;
-    std::vector<float> rope_cs[2];  // RoPE cos/sin per token (kernels::rope_angles): global, local layers
+    std::vector<float> rope_cs[2];         // RoPE cos/sin per token (kernels::rope_angles): global, local layers
+    std::vector<float> q_gate, attn_gate;  // gated attention: [q | gate] per head, gates
+    std::vector<float> mix, mix_z, mix_beta, mix_alpha, mix_out;  // recurrent layers
   };
 
   LlamaModel() = default;
@@ -117,6 +136,14 @@ class LlamaModel {
   template <class Self, class Fn>
   static void for_each_matrix(Self& self, Fn&& fn);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
+  // Recurrent mixers (model/recurrent_layers.cc): ws_.x += the layer's
+  // output; each slice's state (conv window and state matrices) is read
+  // from and written back to its slot, zeroed first when the slice starts
+  // the sequence.
+  void deltanet_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il);
+  void mamba2_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il);
+  // The slice's state in layer il: the conv window, then the matrices.
+  float* layer_state(const SeqSlice& s, StateStorage& state, int32_t il) const;
   // SnapKV and H2O after layer il's attention (model/kv_policies.cc), per
   // slice and KV head: H2O adds the slice's attention probabilities to its
   // rows' scores; with compress_to > 0 the head keeps compress_to rows
@@ -139,6 +166,7 @@ class LlamaModel {
   const float* rope_freqs_ = nullptr;
   kernels::RopeParams rope_global_, rope_local_;  // global and sliding-window layers
   std::vector<Layer> layers_;
+  std::vector<int64_t> state_offset_;           // per layer, its state's offset in a slot; back(): the slot's size
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
   int32_t num_row_scaled_ = 0;

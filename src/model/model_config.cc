@@ -30,6 +30,10 @@ struct ArchTraits {
   bool moe = false;        // mixture-of-experts FFN
   bool gpt_oss = false;    // sinks, clamped SwiGLU experts, post_attention_norm before the FFN
   int32_t swa_period = 0;  // > 0: sliding-window layers, this period unless the file says
+  // Recurrent layers: qwen35 interleaves Gated DeltaNet with gated attention
+  // (every full_attention_interval-th layer attends); mamba2 has Mamba-2
+  // layers only (no attention, no FFN).
+  LayerKind recurrent = LayerKind::kAttention;
 };
 constexpr ArchTraits kArchs[] = {
     {.name = "llama", .rope_style = kernels::RopeStyle::kInterleaved, .default_rms_eps = 1e-5f},
@@ -38,12 +42,36 @@ constexpr ArchTraits kArchs[] = {
     {.name = "gemma3", .qk_norm = true, .gemma = true, .swa_period = 6},
     {.name = "qwen3moe", .qk_norm = true, .moe = true},
     {.name = "gpt-oss", .default_rms_eps = 1e-5f, .moe = true, .gpt_oss = true, .swa_period = 2},
+    {.name = "qwen35", .qk_norm = true, .recurrent = LayerKind::kGatedDeltaNet},
+    {.name = "mamba2", .default_rms_eps = 1e-5f, .recurrent = LayerKind::kMamba2},
 };
 
 const ArchTraits* find_arch(std::string_view arch) {
   for (const ArchTraits& t : kArchs)
     if (arch == t.name) return &t;
   return nullptr;
+}
+
+// The ssm.* sizes of a recurrent architecture and its layer kinds.
+Status read_recurrent(const gguf::GGUFFile& f, const std::string& p, const ArchTraits& traits, ModelConfig* c) {
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "ssm.conv_kernel", &c->ssm_conv_kernel));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "ssm.state_size", &c->ssm_state_size));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "ssm.group_count", &c->ssm_group_count));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "ssm.time_step_rank", &c->ssm_time_step_rank));
+  PAGODA_RETURN_IF_ERROR(require_int(f, p + "ssm.inner_size", &c->ssm_inner_size));
+  if (c->ssm_inner_size % c->ssm_time_step_rank != 0)
+    return invalid_argument("ssm.inner_size is not a multiple of ssm.time_step_rank (the heads)");
+  if (c->ssm_time_step_rank % c->ssm_group_count != 0)
+    return invalid_argument("ssm.time_step_rank (the heads) is not a multiple of ssm.group_count");
+  if (c->ssm_conv_kernel > 64) return invalid_argument("ssm.conv_kernel above 64");
+  c->layer_kinds.assign(static_cast<size_t>(c->num_layers), traits.recurrent);
+  if (traits.recurrent == LayerKind::kGatedDeltaNet) {
+    int32_t interval = 4;  // llama.cpp's default
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "full_attention_interval", &interval, false));
+    for (int32_t il = 0; il < c->num_layers; ++il)
+      if ((il + 1) % interval == 0) c->layer_kinds[static_cast<size_t>(il)] = LayerKind::kAttention;
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -57,6 +85,11 @@ std::vector<std::string> supported_archs() {
 bool arch_is_moe(std::string_view arch) {
   const ArchTraits* t = find_arch(arch);
   return t && t->moe;
+}
+
+bool arch_is_recurrent(std::string_view arch) {
+  const ArchTraits* t = find_arch(arch);
+  return t && t->recurrent != LayerKind::kAttention;
 }
 
 Status set_arch_traits(ModelConfig* c, std::string_view arch) {
@@ -78,6 +111,8 @@ Status set_arch_traits(ModelConfig* c, std::string_view arch) {
                                  : FfnActivation::kSwiGLU;
   c->ffn_norm_name = traits->gpt_oss ? "post_attention_norm" : "ffn_norm";
   c->has_attn_sinks = traits->gpt_oss;
+  c->attn_output_gate = traits->recurrent == LayerKind::kGatedDeltaNet;
+  if (traits->recurrent == LayerKind::kGatedDeltaNet) c->ffn_norm_name = "post_attention_norm";
   return Status::ok();
 }
 
@@ -91,6 +126,16 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   const std::string p = c.arch + ".";
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.hidden_size));
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "block_count", &c.num_layers));
+  if (traits->recurrent != LayerKind::kAttention) PAGODA_RETURN_IF_ERROR(read_recurrent(f, p, *traits, &c));
+  if (traits->recurrent == LayerKind::kMamba2) {  // no attention, no FFN: the rest is about those
+    c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(c.rms_eps));
+    c.train_context_len = 2048;
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "context_length", &c.train_context_len, false));
+    const auto* tok = f.tensor("token_embd.weight");
+    if (!tok || tok->dims.size() != 2) return invalid_argument("model lacks a 2-D 'token_embd.weight'");
+    c.vocab_size = static_cast<int32_t>(tok->dims[1]);
+    return c;
+  }
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "feed_forward_length", &c.ffn_size));
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "attention.head_count", &c.num_heads));
   c.num_kv_heads = c.num_heads;

@@ -11,6 +11,12 @@
 
 namespace pagoda {
 
+// What a layer mixes tokens with: softmax attention over the paged KV cache,
+// or a recurrent (linear-attention / state-space) layer whose per-sequence
+// state is fixed-size (kv/state_storage.h): Gated DeltaNet (qwen35) or
+// Mamba-2.
+enum class LayerKind { kAttention, kGatedDeltaNet, kMamba2 };
+
 // The gated FFN's activation: silu(gate) * up, gelu_tanh(gate) * up (gemma3),
 // or gpt-oss's clamped SwiGLU (kernels::swiglu_oai).
 enum class FfnActivation { kSwiGLU, kGeGLU, kSwiGLUOai };
@@ -62,7 +68,44 @@ struct ModelConfig {
   float rope_freq_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
 
+  // Per layer (empty: every layer is attention). Hybrid models (qwen35)
+  // interleave recurrent layers with attention; mamba2 has no attention.
+  std::vector<LayerKind> layer_kinds;
+  // qwen35's gated attention: attn_q gives [q, gate] per head and the
+  // attention output is multiplied by sigmoid(gate) before attn_output.
+  bool attn_output_gate = false;
+  // Recurrent layers' sizes (llama.cpp's ssm.* keys): the causal conv's
+  // width, the state size (DeltaNet: head_k_dim; Mamba-2: d_state), groups
+  // (DeltaNet: k heads; Mamba-2: B/C groups), time-step rank (the number of
+  // v / SSM heads) and inner size (the v / x width).
+  int32_t ssm_conv_kernel = 0, ssm_state_size = 0, ssm_group_count = 0, ssm_time_step_rank = 0, ssm_inner_size = 0;
+
   int32_t q_dim() const { return num_heads * head_dim; }
+  LayerKind layer_kind(int32_t layer) const {
+    return layer_kinds.empty() ? LayerKind::kAttention : layer_kinds[static_cast<size_t>(layer)];
+  }
+  // The layer's index in the KV storage (attention layers only, in order).
+  int32_t kv_layer(int32_t layer) const {
+    int32_t k = 0;
+    for (int32_t i = 0; i < layer; ++i) k += layer_kind(i) == LayerKind::kAttention;
+    return k;
+  }
+  int32_t num_kv_layers() const { return kv_layer(num_layers); }
+  bool has_recurrent_layers() const { return num_kv_layers() < num_layers; }
+  // Channels of a recurrent layer's causal conv: DeltaNet's q, k, v;
+  // Mamba-2's x, B, C.
+  int32_t ssm_conv_channels() const {
+    const int32_t qk = ssm_group_count * ssm_state_size;
+    return 2 * qk + ssm_inner_size;
+  }
+  // Floats of one sequence's state in recurrent layer `layer` (0 for an
+  // attention layer): the conv window (kernel - 1 inputs) and the state
+  // matrices (DeltaNet: a k x v matrix per v head; Mamba-2: head_dim x
+  // d_state per head).
+  int64_t recurrent_state_floats(int32_t layer) const {
+    if (layer_kind(layer) == LayerKind::kAttention) return 0;
+    return int64_t{ssm_conv_kernel - 1} * ssm_conv_channels() + int64_t{ssm_inner_size} * ssm_state_size;
+  }
   bool is_sliding(int32_t layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
   }
@@ -79,6 +122,8 @@ Status set_arch_traits(ModelConfig* config, std::string_view arch);
 std::vector<std::string> supported_archs();
 // Whether the architecture's FFN is a mixture of experts.
 bool arch_is_moe(std::string_view arch);
+// Whether the architecture has recurrent layers (qwen35, mamba2).
+bool arch_is_recurrent(std::string_view arch);
 
 // Validates the metadata: a clear error for a missing key, an unsupported
 // architecture or inconsistent shapes.

@@ -17,6 +17,9 @@ Result<std::unique_ptr<DraftModel>> DraftModel::open(const std::string& path) {
   if (!model.is_ok()) return Status(model.status().code(), "draft model: " + model.status().message());
   d->own_model_ = std::move(model).value();
   d->model_ = d->own_model_.get();
+  if (d->model_->config().has_recurrent_layers())
+    return invalid_argument("draft model: " + d->model_->config().arch +
+                            " has recurrent layers, whose state cannot drop rejected drafts");
   return d;
 }
 

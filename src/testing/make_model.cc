@@ -164,6 +164,8 @@ int64_t head_dim_of(const ModelConfig& s) {
 Status validate_shape(const ModelConfig& s) {
   ModelConfig traits;
   PAGODA_RETURN_IF_ERROR(set_arch_traits(&traits, s.arch));
+  if (arch_is_recurrent(s.arch))
+    return unimplemented("make-model does not write recurrent architectures (" + s.arch + ") yet");
   if (arch_is_moe(s.arch) && (s.num_experts < 1 || s.num_experts_used < 1 || s.expert_ffn_size < 1 ||
                               s.num_experts_used > s.num_experts || s.num_experts > 4096)) {
     return invalid_argument(

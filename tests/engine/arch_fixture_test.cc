@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -84,7 +85,9 @@ std::vector<std::vector<int32_t>> greedy(const std::string& path, const json& pr
   auto probe = make_logits_runner(path, 16, 1);
   EXPECT_TRUE(probe.is_ok());
   const ModelConfig& mc = probe->runner->config();
-  const int64_t block_bytes = KVStorage::bytes_per_block(mc.num_layers, 16, mc.num_kv_heads, mc.head_dim);
+  RunnerConfig rc;
+  rc.block_size = 16;
+  const int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
   auto e = testing_util::make_engine(path, run.kv_blocks * block_bytes, 16, sched,
                                      run.mode == PreemptMode::kSwap ? 64 * block_bytes : 0);
   const size_t copies = run.twice ? 2 : 1;
@@ -140,16 +143,121 @@ TEST_P(ArchFixture, GreedyContinuationMatchesLlamaCpp) {
   }
 }
 
+// Recurrent architectures: n > 1 and beam search fork a sequence's state
+// (a child that started from a zeroed or shared state would diverge from
+// llama.cpp's greedy tokens), and what needs rollback or eviction is refused.
+class RecurrentArch : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string dir() const { return "fixtures/arch/" + GetParam(); }
+};
+
+TEST_P(RecurrentArch, ForkedChoicesCopyTheState) {
+  PAGODA_SKIP_WITHOUT_SHARED(dir() + "/model.gguf");
+  const json prompts = read_json(shared_path(dir() + "/prompts.json"));
+  const json want = read_json(shared_path(dir() + "/greedy.json"));
+  SchedulerConfig sched;
+  sched.max_num_batched_tokens = 16;  // chunked prompts
+  auto e = testing_util::make_engine(shared_path(dir() + "/model.gguf"), 8 << 20, 16, sched);
+  ASSERT_NE(e, nullptr);
+  const int32_t n_tokens = static_cast<int32_t>(want[0].size());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestSpec spec;
+    spec.prompt = prompts[i].get<std::vector<int32_t>>();
+    spec.max_tokens = n_tokens;
+    spec.n = 3;
+    spec.sampling.temperature = 0;
+    spec.ignore_eos = true;
+    auto id = e->add_request(spec);
+    ASSERT_TRUE(id.is_ok()) << id.status().message();
+    ids.push_back(*id);
+  }
+  RequestSpec beam;  // beam search forks and drops beams every step
+  beam.prompt = prompts[2].get<std::vector<int32_t>>();
+  beam.max_tokens = 12;
+  beam.use_beam_search = true;
+  beam.beam_width = 3;
+  beam.ignore_eos = true;
+  auto beam_id = e->add_request(beam);
+  ASSERT_TRUE(beam_id.is_ok()) << beam_id.status().message();
+  std::map<std::pair<int64_t, int32_t>, std::vector<int32_t>> out;  // (request, choice) -> tokens
+  int32_t beam_tokens = 0;
+  while (e->has_unfinished()) {
+    for (const auto& o : e->step()) {
+      if (o.id == *beam_id) {
+        beam_tokens += static_cast<int32_t>(o.new_tokens.size());
+        EXPECT_TRUE(o.error.empty()) << o.error;
+        continue;
+      }
+      auto& v = out[{o.id.value, o.index}];
+      v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+    const Status st = e->kv_manager().check_invariants();
+    ASSERT_TRUE(st.is_ok()) << st.message();
+  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int32_t c = 0; c < 3; ++c)
+      EXPECT_EQ(out[std::make_pair(ids[i].value, c)], want[i].get<std::vector<int32_t>>())
+          << "prompt " << i << " choice " << c;
+  EXPECT_EQ(beam_tokens, 12);
+  EXPECT_EQ(e->kv_manager().num_seqs(), 0);
+  EXPECT_EQ(e->kv_manager().num_free_state_slots(), e->kv_manager().num_state_slots());
+  EXPECT_GE(e->kv_manager().num_state_slots(), 9);  // 3 requests x 3 choices at once
+  EXPECT_FALSE(e->kv_manager().prefix_cache_enabled());
+}
+
+TEST_P(RecurrentArch, RollbackAndEvictionAreRefused) {
+  PAGODA_SKIP_WITHOUT_SHARED(dir() + "/model.gguf");
+  const std::string model = shared_path(dir() + "/model.gguf");
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  cfg.kv_cache_bytes = 8 << 20;
+  cfg.spec_method = SpecMethod::kNgram;
+  auto spec = Engine::create(model, cfg);
+  ASSERT_FALSE(spec.is_ok());
+  EXPECT_NE(spec.status().message().find("recurrent layers"), std::string::npos) << spec.status().message();
+  cfg.spec_method = SpecMethod::kNone;
+  cfg.sched.kv_policy.kind = KvPolicyKind::kStreaming;
+  cfg.sched.kv_policy.window = 64;
+  auto streaming = Engine::create(model, cfg);
+  ASSERT_FALSE(streaming.is_ok());
+  EXPECT_NE(streaming.status().message().find("recurrent layers"), std::string::npos) << streaming.status().message();
+  cfg.sched.kv_policy.kind = KvPolicyKind::kFull;
+  auto e = Engine::create(model, cfg);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  RequestSpec req;
+  req.prompt = {4090, 1, 2, 3};
+  req.max_tokens = 2;
+  req.kv_policy = KvPolicyRequest{};
+  req.kv_policy->kind = KvPolicyKind::kSnapKv;
+  auto id = (*e)->add_request(req);
+  ASSERT_FALSE(id.is_ok());
+  EXPECT_NE(id.status().message().find("recurrent layers"), std::string::npos) << id.status().message();
+  EXPECT_EQ((*e)->kv_manager().num_seqs(), 0);
+  // ... and a recurrent model as a draft.
+  EngineConfig draft_cfg;
+  draft_cfg.num_threads = 1;
+  draft_cfg.kv_cache_bytes = 8 << 20;
+  draft_cfg.spec_method = SpecMethod::kDraft;
+  draft_cfg.draft_model = model;
+  auto draft = Engine::create(shared_path("fixtures/arch/qwen3/model.gguf"), draft_cfg);
+  ASSERT_FALSE(draft.is_ok());
+  EXPECT_NE(draft.status().message().find("recurrent layers"), std::string::npos) << draft.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, RecurrentArch, ::testing::Values("qwen35", "mamba2"));
+
 TEST(ArchFixtureUnsupported, ErrorNamesTheArchitecture) {
-  PAGODA_SKIP_WITHOUT_SHARED("fixtures/arch/mamba2/model.gguf");
-  auto runner = make_logits_runner(shared_path("fixtures/arch/mamba2/model.gguf"), 16, 1);
+  PAGODA_SKIP_WITHOUT_SHARED("fixtures/arch/rwkv7/model.gguf");
+  auto runner = make_logits_runner(shared_path("fixtures/arch/rwkv7/model.gguf"), 16, 1);
   ASSERT_FALSE(runner.is_ok());
-  EXPECT_NE(runner.status().message().find("unsupported architecture 'mamba2'"), std::string::npos)
+  EXPECT_NE(runner.status().message().find("unsupported architecture 'rwkv7'"), std::string::npos)
       << runner.status().message();
   EXPECT_NE(runner.status().message().find("qwen3moe"), std::string::npos) << runner.status().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture, ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe", "gpt-oss"),
+INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture,
+                         ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "qwen35", "mamba2"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');  // gtest names: [A-Za-z0-9_]

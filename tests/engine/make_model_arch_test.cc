@@ -118,7 +118,15 @@ TEST_P(MakeModelArch, LoadsRunsAndIgnoresChunking) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, MakeModelArch, ::testing::ValuesIn(supported_archs()), [](const auto& info) {
+// make-model writes every architecture but the recurrent ones.
+std::vector<std::string> make_model_archs() {
+  std::vector<std::string> out;
+  for (const std::string& a : supported_archs())
+    if (!arch_is_recurrent(a)) out.push_back(a);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, MakeModelArch, ::testing::ValuesIn(make_model_archs()), [](const auto& info) {
   std::string name = info.param;
   for (char& ch : name)
     if (ch == '-') ch = '_';

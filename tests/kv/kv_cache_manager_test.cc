@@ -132,6 +132,77 @@ TEST(KVCacheManager, ValidateConfig) {
   EXPECT_FALSE(KVCacheManager::validate_config(int64_t{1} << 40, 16).is_ok());
 }
 
+// Recurrent-state slots under random admit / grow / fork / swap / free
+// traces: every live sequence (resident or swapped) holds its own slot for
+// its whole life, a fork gets a fresh one, a swapped sequence keeps its
+// own, freed ids are reused before new ones, and nothing leaks.
+TEST(KVCacheManager, StateSlotsFollowSequencesThroughRandomTraces) {
+  int64_t num_swaps = 0, num_forks = 0, num_reused = 0;
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937 rng(seed);
+    const int32_t num_blocks = 6 + rng() % 10;
+    KVCacheManager m(num_blocks, 2, /*num_host_blocks=*/8);
+    m.enable_state_slots();
+    std::map<int64_t, int32_t> slot_of;  // live sequence -> its slot (must never change)
+    auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % n); };
+    for (int step = 0; step < 400; ++step) {
+      const SeqId s{pick(8)};
+      const int op = static_cast<int>(pick(5));
+      const bool live = slot_of.count(s.value) != 0;
+      if (op == 0 && !m.is_swapped(s)) {  // admit or grow
+        const int32_t free_before = m.num_free_state_slots();
+        if (!m.allocate_slots(s, m.capacity(s) + 1 + static_cast<int32_t>(pick(4)))) {
+          ASSERT_EQ(m.contains(s), live);
+          continue;
+        }
+        if (!live) {
+          slot_of[s.value] = m.state_slot(s);
+          if (free_before > 0) {
+            ++num_reused;
+            ASSERT_EQ(m.num_free_state_slots(), free_before - 1);  // a freed id first
+          }
+        }
+      } else if (op == 1 && live && !m.is_swapped(s)) {  // fork
+        const SeqId child{pick(8)};
+        if (m.contains(child) || m.is_swapped(child)) continue;
+        m.fork(s, child);
+        ++num_forks;
+        slot_of[child.value] = m.state_slot(child);
+        ASSERT_NE(slot_of[child.value], slot_of[s.value]);
+      } else if (op == 2 && live) {  // swap out or in
+        std::vector<BlockCopy> copies;
+        const bool ok = m.is_swapped(s) ? m.swap_in(s, &copies) : m.swap_out(s, &copies);
+        num_swaps += ok;
+      } else if (op == 3) {  // finish (or recompute preemption): the slot goes back
+        m.free(s);
+        slot_of.erase(s.value);
+        ASSERT_EQ(m.state_slot(s), -1);
+      }
+      for (const auto& [id, slot] : slot_of) ASSERT_EQ(m.state_slot(SeqId{id}), slot) << "seq " << id;
+      Status st = m.check_invariants();
+      ASSERT_TRUE(st.is_ok()) << "step " << step << ": " << st.message();
+      ASSERT_EQ(m.num_state_slots() - m.num_free_state_slots(), static_cast<int32_t>(slot_of.size()));
+    }
+    for (int64_t id = 0; id < 8; ++id) m.free(SeqId{id});
+    EXPECT_EQ(m.num_free_state_slots(), m.num_state_slots());
+    EXPECT_EQ(m.num_free_blocks(), num_blocks);
+    expect_ok(m);
+  }
+  EXPECT_GT(num_swaps, 50);
+  EXPECT_GT(num_forks, 50);
+  EXPECT_GT(num_reused, 50);
+}
+
+// Without state slots no sequence holds one.
+TEST(KVCacheManager, NoStateSlotsUnlessEnabled) {
+  KVCacheManager m(4, 2);
+  ASSERT_TRUE(m.allocate_slots(SeqId{1}, 3));
+  EXPECT_EQ(m.state_slot(SeqId{1}), -1);
+  EXPECT_EQ(m.num_state_slots(), 0);
+  expect_ok(m);
+}
+
 // Random traces of grow / write / fork / free over a small pool, against a
 // shadow model of every sequence's token contents. A fake cache memory with
 // one int per slot checks that copy-on-write keeps forks isolated.

@@ -1,0 +1,212 @@
+// Recurrent (linear-attention / state-space) mixers: qwen35's Gated DeltaNet
+// and Mamba-2, as llama.cpp computes them. Each slice runs the step form of
+// its recurrence token by token from the state its slot holds (the state
+// after kv_len - num_tokens tokens), so a prompt fed whole, in chunks or one
+// token at a time gives the same result; the projections around the
+// recurrence are batched matmuls over the whole flat batch.
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "model/llama_model.h"
+
+namespace pagoda {
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x * sigmoid(x); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// One token of a depthwise causal conv over `channels`: out[c] = sum_j
+// w[c][j] * in[t - (k - 1) + j][c], with window rows holding the k - 1
+// previous inputs (oldest first); then the window moves on by `in`.
+void conv_step(float* window, const float* w, int32_t k, int32_t channels, const float* in, float* out) {
+  for (int32_t c = 0; c < channels; ++c) {
+    const float* wc = w + static_cast<int64_t>(c) * k;
+    float acc = wc[k - 1] * in[c];
+    for (int32_t j = 0; j < k - 1; ++j) acc += wc[j] * window[static_cast<int64_t>(j) * channels + c];
+    out[c] = acc;
+  }
+  if (k > 1) {
+    std::copy(window + channels, window + static_cast<int64_t>(k - 1) * channels, window);
+    std::copy_n(in, channels, window + static_cast<int64_t>(k - 2) * channels);
+  }
+}
+
+// x / max(||x||_2, eps)
+void l2_normalize(float* x, int32_t n, float eps) {
+  double ss = 0;
+  for (int32_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = 1.0f / std::max(static_cast<float>(std::sqrt(ss)), eps);
+  for (int32_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// Recurrences of a step under this many multiply-adds run on one thread.
+constexpr int64_t kMinParallelRecurrenceMacs = 64 * 1024;
+
+}  // namespace
+
+float* LlamaModel::layer_state(const SeqSlice& s, StateStorage& state, int32_t il) const {
+  PAGODA_CHECK(s.state_slot >= 0);
+  const int64_t size = config_.recurrent_state_floats(il);
+  return state.slot(s.state_slot) + (state_offset_[static_cast<size_t>(il)] - size);
+}
+
+void LlamaModel::deltanet_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il) {
+  const auto& c = config_;
+  const Layer& l = layers_[il];
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int32_t hs = c.hidden_size, kc = c.ssm_conv_kernel, ch = c.ssm_conv_channels();
+  const int32_t nk = c.ssm_group_count, dk = c.ssm_state_size, nv = c.ssm_time_step_rank;
+  const int32_t inner = c.ssm_inner_size, dv = inner / nv;
+  for (int64_t t = 0; t < n; ++t) kernels::rms_norm(&ws_.x[t * hs], l.attn_norm, &ws_.h[t * hs], hs, c.rms_eps);
+  ws_.mix.resize(static_cast<size_t>(n) * ch);
+  ws_.mix_z.resize(static_cast<size_t>(n) * inner);
+  ws_.mix_beta.resize(static_cast<size_t>(n) * nv);
+  ws_.mix_alpha.resize(static_cast<size_t>(n) * nv);
+  ws_.mix_out.resize(static_cast<size_t>(n) * inner);
+  {
+    const kernels::WeightView* w[] = {&l.attn_qkv, &l.attn_gate, &l.ssm_beta, &l.ssm_alpha};
+    float* y[] = {ws_.mix.data(), ws_.mix_z.data(), ws_.mix_beta.data(), ws_.mix_alpha.data()};
+    const int64_t stride[] = {ch, inner, nv, nv};
+    kernels::matmul_fused(w, 4, ws_.h.data(), hs, n, y, stride, pool);
+  }
+  // Conv (sequential per slice: its window), silu, q/k L2 norms, the gates.
+  std::vector<float> conv_out(static_cast<size_t>(ch));
+  for (const SeqSlice& s : batch.seqs) {
+    float* window = layer_state(s, state, il);
+    if (s.kv_len == s.num_tokens) std::fill_n(window, c.recurrent_state_floats(il), 0.0f);  // a new sequence
+    for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+      float* u = &ws_.mix[t * ch];
+      conv_step(window, l.ssm_conv, kc, ch, u, conv_out.data());
+      for (int32_t i = 0; i < ch; ++i) u[i] = silu(conv_out[i]);
+      for (int32_t h = 0; h < 2 * nk; ++h) l2_normalize(u + h * dk, dk, c.rms_eps);  // q heads, then k heads
+      for (int32_t h = 0; h < nv; ++h) {
+        float& beta = ws_.mix_beta[t * nv + h];
+        float& g = ws_.mix_alpha[t * nv + h];
+        beta = sigmoid(beta);
+        g = std::exp(softplus(g + l.ssm_dt_bias[h]) * l.ssm_a[h]);  // the state's decay this token
+      }
+    }
+  }
+  // The delta rule per (slice, v head): S = g S; S += k (beta (v - S^T k))^T;
+  // o = S^T q / sqrt(dk). S is [dk][dv]; v head h reads q/k head h % nk.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * nv;
+  auto run = [&](int ti, int nt) {
+    std::vector<float> ks(static_cast<size_t>(dv));
+    for (int64_t item = ti; item < num_items; item += nt) {
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(item / nv)];
+      const auto h = static_cast<int32_t>(item % nv);
+      float* S = layer_state(s, state, il) + int64_t{kc - 1} * ch + int64_t{h} * dk * dv;
+      for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+        const float* u = &ws_.mix[t * ch];
+        const float* q = u + (h % nk) * dk;
+        const float* k = u + (nk + h % nk) * dk;
+        const float* v = u + 2 * nk * dk + h * dv;
+        const float g = ws_.mix_alpha[t * nv + h], beta = ws_.mix_beta[t * nv + h];
+        std::fill(ks.begin(), ks.end(), 0.0f);
+        for (int32_t i = 0; i < dk; ++i) {
+          float* row = S + int64_t{i} * dv;
+          for (int32_t j = 0; j < dv; ++j) {
+            row[j] *= g;
+            ks[j] += k[i] * row[j];
+          }
+        }
+        for (int32_t j = 0; j < dv; ++j) ks[j] = (v[j] - ks[j]) * beta;  // delta
+        float* o = &ws_.mix_out[t * inner + int64_t{h} * dv];
+        std::fill_n(o, dv, 0.0f);
+        for (int32_t i = 0; i < dk; ++i) {
+          float* row = S + int64_t{i} * dv;
+          const float qi = q[i] * scale;
+          for (int32_t j = 0; j < dv; ++j) {
+            row[j] += k[i] * ks[j];
+            o[j] += qi * row[j];
+          }
+        }
+        kernels::rms_norm(o, l.ssm_norm, o, dv, c.rms_eps);
+        const float* z = &ws_.mix_z[t * inner + int64_t{h} * dv];
+        for (int32_t j = 0; j < dv; ++j) o[j] *= silu(z[j]);
+      }
+    }
+  };
+  if (n * int64_t{nv} * dk * dv * 3 < kMinParallelRecurrenceMacs) {
+    run(0, 1);
+  } else {
+    pool.run(run);
+  }
+  kernels::matmul(l.ssm_out, ws_.mix_out.data(), inner, n, ws_.h.data(), hs, pool);
+  kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * hs);
+}
+
+void LlamaModel::mamba2_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il) {
+  const auto& c = config_;
+  const Layer& l = layers_[il];
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int32_t hs = c.hidden_size, kc = c.ssm_conv_kernel, ch = c.ssm_conv_channels();
+  const int32_t ng = c.ssm_group_count, ds = c.ssm_state_size, nh = c.ssm_time_step_rank;
+  const int32_t inner = c.ssm_inner_size, hd = inner / nh, width = inner + ch + nh;
+  for (int64_t t = 0; t < n; ++t) kernels::rms_norm(&ws_.x[t * hs], l.attn_norm, &ws_.h[t * hs], hs, c.rms_eps);
+  ws_.mix.resize(static_cast<size_t>(n) * width);
+  ws_.mix_out.resize(static_cast<size_t>(n) * inner);
+  kernels::matmul(l.ssm_in, ws_.h.data(), hs, n, ws_.mix.data(), width, pool);  // [z, xBC, dt] per token
+  std::vector<float> conv_out(static_cast<size_t>(ch));
+  for (const SeqSlice& s : batch.seqs) {
+    float* window = layer_state(s, state, il);
+    if (s.kv_len == s.num_tokens) std::fill_n(window, c.recurrent_state_floats(il), 0.0f);  // a new sequence
+    for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+      float* xbc = &ws_.mix[t * width + inner];
+      conv_step(window, l.ssm_conv, kc, ch, xbc, conv_out.data());
+      for (int32_t i = 0; i < ch; ++i) xbc[i] = silu(conv_out[i] + l.ssm_conv_bias[i]);
+      float* dt = xbc + ch;
+      for (int32_t h = 0; h < nh; ++h) dt[h] = softplus(dt[h] + l.ssm_dt_bias[h]);
+    }
+  }
+  // Per (slice, head): S = exp(dt A) S + dt x B^T; y = S C + D x. S is [hd][ds];
+  // head h reads B/C group h / (nh / ng).
+  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * nh;
+  auto run = [&](int ti, int nt) {
+    for (int64_t item = ti; item < num_items; item += nt) {
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(item / nh)];
+      const auto h = static_cast<int32_t>(item % nh);
+      const int32_t gi = h / (nh / ng);
+      float* S = layer_state(s, state, il) + int64_t{kc - 1} * ch + int64_t{h} * hd * ds;
+      for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+        const float* row = &ws_.mix[t * width];
+        const float* x = row + inner + int64_t{h} * hd;
+        const float* B = row + inner + inner + int64_t{gi} * ds;
+        const float* C = row + inner + inner + int64_t{ng} * ds + int64_t{gi} * ds;
+        const float dt = row[inner + ch + h];
+        const float decay = std::exp(dt * l.ssm_a[h]);
+        float* y = &ws_.mix_out[t * inner + int64_t{h} * hd];
+        for (int32_t p = 0; p < hd; ++p) {
+          float* sp = S + int64_t{p} * ds;
+          const float xdt = x[p] * dt;
+          float acc = 0;
+          for (int32_t j = 0; j < ds; ++j) {
+            sp[j] = sp[j] * decay + xdt * B[j];
+            acc += sp[j] * C[j];
+          }
+          y[p] = acc + l.ssm_d[h] * x[p];
+        }
+      }
+    }
+  };
+  if (n * int64_t{inner} * ds * 2 < kMinParallelRecurrenceMacs) {
+    run(0, 1);
+  } else {
+    pool.run(run);
+  }
+  // y * silu(z), RMSNorm per group of inner / ng channels.
+  const int32_t gw = inner / ng;
+  for (int64_t t = 0; t < n; ++t) {
+    float* y = &ws_.mix_out[t * inner];
+    const float* z = &ws_.mix[t * width];
+    for (int32_t i = 0; i < inner; ++i) y[i] *= silu(z[i]);
+    for (int32_t g = 0; g < ng; ++g) kernels::rms_norm(y + g * gw, l.ssm_norm + g * gw, y + g * gw, gw, c.rms_eps);
+  }
+  kernels::matmul(l.ssm_out, ws_.mix_out.data(), inner, n, ws_.h.data(), hs, pool);
+  kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * hs);
+}
+
+}  // namespace pagoda
