@@ -84,6 +84,19 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t n, float eps) {
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const auto mu = static_cast<float>(mean);
+  const auto inv = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = (x[i] - mu) * inv;
+    y[i] = (weight ? v * weight[i] : v) + (bias ? bias[i] : 0.0f);
+  }
+}
+
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kLimit = 7.0f, kAlpha = 1.702f;
   for (int64_t i = 0; i < n; ++i) {

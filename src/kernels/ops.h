@@ -46,6 +46,10 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
 void rope_angles(int32_t pos, const RopeParams& p, float* cs);
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, const float* cs, const RopeParams& p);
 
+// LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias (weight,
+// bias: null for none); y may alias x. Portable code (RWKV-7's norms).
+void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t n, float eps);
+
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 

@@ -105,6 +105,20 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
   m->f32_copies_.reserve(4 * cfg.num_layers + 4);
   PAGODA_RETURN_IF_ERROR(matrix("token_embd.weight", cfg.hidden_size, cfg.vocab_size, &m->tok_embd_));
   PAGODA_RETURN_IF_ERROR(vector("output_norm.weight", cfg.hidden_size, &m->output_norm_, true));
+  const bool rwkv = !cfg.layer_kinds.empty() && cfg.layer_kinds[0] == LayerKind::kRwkv7;
+  if (rwkv) {
+    PAGODA_RETURN_IF_ERROR(vector("output_norm.bias", cfg.hidden_size, &m->output_norm_b_, true));
+    PAGODA_RETURN_IF_ERROR(vector("token_embd_norm.weight", cfg.hidden_size, &m->embd_norm_, true));
+    PAGODA_RETURN_IF_ERROR(vector("token_embd_norm.bias", cfg.hidden_size, &m->embd_norm_b_, true));
+  }
+  // A LoRA pair: x1 [hidden -> rank] with the rank from the file, x2 [rank -> hidden].
+  auto lora = [&](const std::string& name, kernels::WeightView* x1, kernels::WeightView* x2) -> Status {
+    const auto* t = file.tensor(name + "1.weight");
+    if (!t) return invalid_argument("model lacks tensor '" + name + "1.weight'");
+    if (t->dims.size() != 2) return invalid_argument("tensor '" + name + "1.weight' is not a matrix");
+    PAGODA_RETURN_IF_ERROR(matrix(name + "1.weight", cfg.hidden_size, t->dims[1], x1));
+    return matrix(name + "2.weight", t->dims[1], cfg.hidden_size, x2);
+  };
   if (file.tensor("output.weight")) {
     PAGODA_RETURN_IF_ERROR(matrix("output.weight", cfg.hidden_size, cfg.vocab_size, &m->output_));
   } else {
@@ -129,6 +143,32 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::GGUFFile& file)
     const LayerKind kind = cfg.layer_kind(i);
     m->state_offset_.push_back(m->state_offset_.empty() ? 0 : m->state_offset_.back());
     m->state_offset_.back() += cfg.recurrent_state_floats(i);
+    if (kind == LayerKind::kRwkv7) {
+      const int64_t hs = cfg.hidden_size;
+      Layer::Rwkv7& r = l.rwkv;
+      const std::string tm = p + "time_mix_";
+      PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm.bias", hs, &r.attn_norm_b, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm_2.weight", hs, &r.ffn_norm, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "attn_norm_2.bias", hs, &r.ffn_norm_b, true));
+      const std::pair<const char*, const float**> vecs[] = {{"w0", &r.w0},   {"a0", &r.a0},   {"v0", &r.v0},
+                                                            {"k_k", &r.k_k}, {"k_a", &r.k_a}, {"r_k", &r.r_k},
+                                                            {"ln", &r.ln}};
+      for (const auto& [name, out] : vecs) PAGODA_RETURN_IF_ERROR(vector(tm + name + ".weight", hs, out, true));
+      PAGODA_RETURN_IF_ERROR(vector(tm + "ln.bias", hs, &r.ln_b, true));
+      PAGODA_RETURN_IF_ERROR(vector(tm + "lerp_fused.weight", 6 * hs, &r.lerp, true));
+      PAGODA_RETURN_IF_ERROR(vector(p + "channel_mix_lerp_k.weight", hs, &r.cm_lerp_k, true));
+      PAGODA_RETURN_IF_ERROR(lora(tm + "w", &r.w1, &r.w2));
+      PAGODA_RETURN_IF_ERROR(lora(tm + "a", &r.a1, &r.a2));
+      PAGODA_RETURN_IF_ERROR(lora(tm + "v", &r.v1, &r.v2));
+      PAGODA_RETURN_IF_ERROR(lora(tm + "g", &r.g1, &r.g2));
+      PAGODA_RETURN_IF_ERROR(matrix(tm + "receptance.weight", hs, hs, &r.receptance));
+      PAGODA_RETURN_IF_ERROR(matrix(tm + "key.weight", hs, hs, &r.key));
+      PAGODA_RETURN_IF_ERROR(matrix(tm + "value.weight", hs, hs, &r.value));
+      PAGODA_RETURN_IF_ERROR(matrix(tm + "output.weight", hs, hs, &r.output));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "channel_mix_key.weight", hs, cfg.ffn_size, &r.cm_key));
+      PAGODA_RETURN_IF_ERROR(matrix(p + "channel_mix_value.weight", cfg.ffn_size, hs, &r.cm_value));
+      continue;  // the block is all RWKV's
+    }
     if (kind != LayerKind::kAttention) {
       const int64_t hs = cfg.hidden_size, inner = cfg.ssm_inner_size, heads = cfg.ssm_time_step_rank;
       const int64_t channels = cfg.ssm_conv_channels();
@@ -196,6 +236,10 @@ void LlamaModel::for_each_matrix(Self& self, Fn&& fn) {
   for (auto& l : self.layers_) {
     for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.attn_qkv, &l.attn_gate,
                     &l.ssm_beta, &l.ssm_alpha, &l.ssm_in, &l.ssm_out})
+      if (w->data) fn(*w);
+    auto& r = l.rwkv;
+    for (auto* w : {&r.w1, &r.w2, &r.a1, &r.a2, &r.v1, &r.v2, &r.g1, &r.g2, &r.receptance, &r.key, &r.value, &r.output,
+                    &r.cm_key, &r.cm_value})
       if (w->data) fn(*w);
     for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (auto& w : *es) fn(w);
@@ -449,6 +493,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     kernels::get_row(tok_embd_, batch.tokens[t], x);
     if (c.embed_scale > 0)
       for (int32_t i = 0; i < c.hidden_size; ++i) x[i] *= c.embed_scale;
+    if (embd_norm_) kernels::layer_norm(x, embd_norm_, embd_norm_b_, x, c.hidden_size, c.rms_eps);
   }
   // RoPE angles once per token and step, not per layer and tensor.
   const bool any_sliding = c.sliding_window > 0 && c.swa_period > 1;
@@ -467,9 +512,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
       case LayerKind::kAttention: attention_layer(batch, kv, pool, il); break;
       case LayerKind::kGatedDeltaNet: deltanet_layer(batch, *state, pool, il); break;
       case LayerKind::kMamba2: mamba2_layer(batch, *state, pool, il); break;
+      case LayerKind::kRwkv7: rwkv7_layer(batch, *state, pool, il); break;
     }
     const Layer& l = layers_[il];
-    if (!l.ffn_norm) continue;  // Mamba-2: the mixer is the whole block
+    if (!l.ffn_norm) continue;  // Mamba-2, RWKV-7: the mixer is the whole block
     for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         kernels::rms_norm(&ws_.x[t * c.hidden_size], l.ffn_norm, &ws_.h[t * c.hidden_size], c.hidden_size, c.rms_eps);
@@ -498,9 +544,14 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
   }
 
   const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
-  for (int64_t r = 0; r < rows; ++r)
-    kernels::rms_norm(&ws_.x[batch.logit_rows[r] * int64_t{c.hidden_size}], output_norm_, &ws_.h[r * c.hidden_size],
-                      c.hidden_size, c.rms_eps);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = &ws_.x[batch.logit_rows[r] * int64_t{c.hidden_size}];
+    if (output_norm_b_) {
+      kernels::layer_norm(x, output_norm_, output_norm_b_, &ws_.h[r * c.hidden_size], c.hidden_size, c.rms_eps);
+    } else {
+      kernels::rms_norm(x, output_norm_, &ws_.h[r * c.hidden_size], c.hidden_size, c.rms_eps);
+    }
+  }
   observe(-1, LinearInput::kOutput, ws_.h.data(), c.hidden_size, rows);
   kernels::matmul(output_, ws_.h.data(), c.hidden_size, rows, logits, c.vocab_size, pool);
 }

@@ -117,6 +117,18 @@ class LlamaModel {
     const float* ssm_a = nullptr;          // [heads], negative
     const float* ssm_d = nullptr;          // [heads], Mamba-2's skip
     const float* ssm_norm = nullptr;       // DeltaNet: [head_v_dim]; Mamba-2: [inner]
+    // RWKV-7 (llama.cpp's time_mix_* / channel_mix_* tensors): LoRA pairs
+    // x1 (hidden -> rank) and x2 (rank -> hidden) for the decay w, the
+    // in-context learning rate a, the value residual v and the gate g.
+    struct Rwkv7 {
+      const float *attn_norm_b = nullptr, *ffn_norm = nullptr, *ffn_norm_b = nullptr;
+      const float *w0 = nullptr, *a0 = nullptr, *v0 = nullptr;               // [hidden]
+      const float *k_k = nullptr, *k_a = nullptr, *r_k = nullptr;            // [hidden]
+      const float *ln = nullptr, *ln_b = nullptr;                            // per-head GroupNorm
+      const float *lerp = nullptr, *cm_lerp_k = nullptr;                     // [6][hidden] (r w k v a g), [hidden]
+      kernels::WeightView w1, w2, a1, a2, v1, v2, g1, g2;                    // LoRA pairs
+      kernels::WeightView receptance, key, value, output, cm_key, cm_value;  // hidden x hidden, FFN
+    } rwkv;
   };
   struct Workspace {
     int64_t capacity = 0;
@@ -126,7 +138,8 @@ class LlamaModel {
     std::vector<int32_t> moe_order;
     std::vector<float> rope_cs[2];         // RoPE cos/sin per token (kernels::rope_angles): global, local layers
     std::vector<float> q_gate, attn_gate;  // gated attention: [q | gate] per head, gates
-    std::vector<float> mix, mix_z, mix_beta, mix_alpha, mix_out;  // recurrent layers
+    std::vector<float> mix, mix_z, mix_beta, mix_alpha, mix_out;              // recurrent layers
+    std::vector<float> rw_r, rw_w, rw_k, rw_v, rw_a, rw_g, rw_lora, v_first;  // RWKV-7
   };
 
   LlamaModel() = default;
@@ -142,6 +155,9 @@ class LlamaModel {
   // the sequence.
   void deltanet_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il);
   void mamba2_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il);
+  // A whole RWKV-7 block (time mix, channel mix); layer 0 keeps each
+  // token's value in ws_.v_first for the later layers' value residual.
+  void rwkv7_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il);
   // The slice's state in layer il: the conv window, then the matrices.
   float* layer_state(const SeqSlice& s, StateStorage& state, int32_t il) const;
   // SnapKV and H2O after layer il's attention (model/kv_policies.cc), per
@@ -163,6 +179,8 @@ class LlamaModel {
   const gguf::GGUFFile* file_ = nullptr;
   kernels::WeightView tok_embd_, output_;
   const float* output_norm_ = nullptr;
+  const float* output_norm_b_ = nullptr;  // RWKV-7's LayerNorms
+  const float *embd_norm_ = nullptr, *embd_norm_b_ = nullptr;
   const float* rope_freqs_ = nullptr;
   kernels::RopeParams rope_global_, rope_local_;  // global and sliding-window layers
   std::vector<Layer> layers_;

@@ -44,6 +44,7 @@ constexpr ArchTraits kArchs[] = {
     {.name = "gpt-oss", .default_rms_eps = 1e-5f, .moe = true, .gpt_oss = true, .swa_period = 2},
     {.name = "qwen35", .qk_norm = true, .recurrent = LayerKind::kGatedDeltaNet},
     {.name = "mamba2", .default_rms_eps = 1e-5f, .recurrent = LayerKind::kMamba2},
+    {.name = "rwkv7", .default_rms_eps = 1e-5f, .recurrent = LayerKind::kRwkv7},
 };
 
 const ArchTraits* find_arch(std::string_view arch) {
@@ -126,9 +127,18 @@ Result<ModelConfig> model_config_from_gguf(const gguf::GGUFFile& f) {
   const std::string p = c.arch + ".";
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "embedding_length", &c.hidden_size));
   PAGODA_RETURN_IF_ERROR(require_int(f, p + "block_count", &c.num_layers));
-  if (traits->recurrent != LayerKind::kAttention) PAGODA_RETURN_IF_ERROR(read_recurrent(f, p, *traits, &c));
-  if (traits->recurrent == LayerKind::kMamba2) {  // no attention, no FFN: the rest is about those
+  if (traits->recurrent == LayerKind::kRwkv7) {
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "feed_forward_length", &c.ffn_size));
+    PAGODA_RETURN_IF_ERROR(require_int(f, p + "wkv.head_size", &c.rwkv_head_size));
+    if (c.hidden_size % c.rwkv_head_size != 0)
+      return invalid_argument("embedding_length is not a multiple of wkv.head_size");
+    c.layer_kinds.assign(static_cast<size_t>(c.num_layers), LayerKind::kRwkv7);
+  } else if (traits->recurrent != LayerKind::kAttention) {
+    PAGODA_RETURN_IF_ERROR(read_recurrent(f, p, *traits, &c));
+  }
+  if (traits->recurrent == LayerKind::kMamba2 || traits->recurrent == LayerKind::kRwkv7) {  // no attention
     c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(c.rms_eps));
+    c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_epsilon").value_or(c.rms_eps));
     c.train_context_len = 2048;
     PAGODA_RETURN_IF_ERROR(require_int(f, p + "context_length", &c.train_context_len, false));
     const auto* tok = f.tensor("token_embd.weight");

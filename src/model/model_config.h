@@ -13,9 +13,9 @@ namespace pagoda {
 
 // What a layer mixes tokens with: softmax attention over the paged KV cache,
 // or a recurrent (linear-attention / state-space) layer whose per-sequence
-// state is fixed-size (kv/state_storage.h): Gated DeltaNet (qwen35) or
-// Mamba-2.
-enum class LayerKind { kAttention, kGatedDeltaNet, kMamba2 };
+// state is fixed-size (kv/state_storage.h): Gated DeltaNet (qwen35),
+// Mamba-2, or RWKV-7 (its time mix and channel mix, the whole block).
+enum class LayerKind { kAttention, kGatedDeltaNet, kMamba2, kRwkv7 };
 
 // The gated FFN's activation: silu(gate) * up, gelu_tanh(gate) * up (gemma3),
 // or gpt-oss's clamped SwiGLU (kernels::swiglu_oai).
@@ -79,6 +79,9 @@ struct ModelConfig {
   // (DeltaNet: k heads; Mamba-2: B/C groups), time-step rank (the number of
   // v / SSM heads) and inner size (the v / x width).
   int32_t ssm_conv_kernel = 0, ssm_state_size = 0, ssm_group_count = 0, ssm_time_step_rank = 0, ssm_inner_size = 0;
+  // RWKV-7: the wkv head size (hidden_size / heads); norms are LayerNorms
+  // with biases (eps in rms_eps), the embeddings normed too.
+  int32_t rwkv_head_size = 0;
 
   int32_t q_dim() const { return num_heads * head_dim; }
   LayerKind layer_kind(int32_t layer) const {
@@ -104,6 +107,9 @@ struct ModelConfig {
   // d_state per head).
   int64_t recurrent_state_floats(int32_t layer) const {
     if (layer_kind(layer) == LayerKind::kAttention) return 0;
+    // RWKV-7: the time mix's and channel mix's previous inputs, a value x key
+    // matrix per head.
+    if (layer_kind(layer) == LayerKind::kRwkv7) return int64_t{hidden_size} * (2 + rwkv_head_size);
     return int64_t{ssm_conv_kernel - 1} * ssm_conv_channels() + int64_t{ssm_inner_size} * ssm_state_size;
   }
   bool is_sliding(int32_t layer) const {

@@ -210,3 +210,152 @@ void LlamaModel::mamba2_layer(const ForwardBatch& batch, StateStorage& state, Th
 }
 
 }  // namespace pagoda
+
+namespace pagoda {
+
+void LlamaModel::rwkv7_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il) {
+  const auto& c = config_;
+  const Layer::Rwkv7& w = layers_[il].rwkv;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int32_t C = c.hidden_size, hsz = c.rwkv_head_size, nh = C / hsz;
+  const auto sz = static_cast<size_t>(n) * C;
+  // Time mix. xa = LN(x); each token mixes with the previous token's xa
+  // (the slice's first with the state's), six ways: [r w k v a g].
+  for (int64_t t = 0; t < n; ++t)
+    kernels::layer_norm(&ws_.x[t * C], layers_[il].attn_norm, w.attn_norm_b, &ws_.h[t * C], C, c.rms_eps);
+  ws_.mix.resize(sz * 6);
+  for (const SeqSlice& s : batch.seqs) {
+    float* st = layer_state(s, state, il);
+    if (s.kv_len == s.num_tokens) std::fill_n(st, c.recurrent_state_floats(il), 0.0f);  // a new sequence
+    for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+      const float* xa = &ws_.h[t * C];
+      const float* prev = t == s.token_begin ? st : &ws_.h[(t - 1) * C];
+      for (int32_t m = 0; m < 6; ++m) {
+        float* out = &ws_.mix[(t * 6 + m) * C];
+        const float* lerp = w.lerp + int64_t{m} * C;
+        for (int32_t i = 0; i < C; ++i) out[i] = xa[i] + (prev[i] - xa[i]) * lerp[i];
+      }
+    }
+    std::copy_n(&ws_.h[(s.token_begin + s.num_tokens - 1) * C], C, st);  // the next slice's previous token
+  }
+  auto mixed = [&](int32_t m) { return ws_.mix.data() + int64_t{m} * C; };  // rows of stride 6C
+  for (auto* v : {&ws_.rw_r, &ws_.rw_w, &ws_.rw_k, &ws_.rw_v, &ws_.rw_a, &ws_.rw_g}) v->resize(sz);
+  kernels::matmul(w.receptance, mixed(0), 6 * C, n, ws_.rw_r.data(), C, pool);
+  kernels::matmul(w.key, mixed(2), 6 * C, n, ws_.rw_k.data(), C, pool);
+  kernels::matmul(w.value, mixed(3), 6 * C, n, ws_.rw_v.data(), C, pool);
+  // out = x2(act(x1(in))) for a LoRA pair, act applied elementwise.
+  auto lora = [&](const kernels::WeightView& x1, const kernels::WeightView& x2, const float* in, float (*act)(float),
+                  float* out) {
+    const int64_t rank = x1.n_out;
+    ws_.rw_lora.resize(static_cast<size_t>(n * rank));
+    kernels::matmul(x1, in, 6 * C, n, ws_.rw_lora.data(), rank, pool);
+    if (act)
+      for (float& v : ws_.rw_lora) v = act(v);
+    kernels::matmul(x2, ws_.rw_lora.data(), rank, n, out, C, pool);
+  };
+  lora(
+      w.w1, w.w2, mixed(1), [](float v) { return std::tanh(v); }, ws_.rw_w.data());
+  lora(w.a1, w.a2, mixed(4), nullptr, ws_.rw_a.data());
+  lora(w.g1, w.g2, mixed(5), sigmoid, ws_.rw_g.data());
+  if (il == 0) {
+    ws_.v_first.assign(ws_.rw_v.begin(), ws_.rw_v.begin() + static_cast<int64_t>(sz));
+  } else {  // value residual: v += (v_first - v) * sigmoid(v0 + v2(v1(x_v)))
+    std::vector<float>& mix = ws_.mix_out;
+    mix.resize(sz);
+    lora(w.v1, w.v2, mixed(3), nullptr, mix.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int32_t i = 0; i < C; ++i) {
+        float& v = ws_.rw_v[t * C + i];
+        v += (ws_.v_first[t * C + i] - v) * sigmoid(w.v0[i] + mix[t * C + i]);
+      }
+  }
+  // Per token: decay w, learning rate a, kk = normalized k * k_k per head,
+  // k scaled by the rate; rw_a then holds kk * a (the state's "b").
+  ws_.mix_z.resize(sz);  // kk
+  for (int64_t t = 0; t < n; ++t) {
+    float* wt = &ws_.rw_w[t * C];
+    float* at = &ws_.rw_a[t * C];
+    float* kt = &ws_.rw_k[t * C];
+    float* kk = &ws_.mix_z[t * C];
+    for (int32_t i = 0; i < C; ++i) {
+      wt[i] = std::exp(-0.606531f * sigmoid(w.w0[i] + wt[i]));
+      at[i] = sigmoid(w.a0[i] + at[i]);
+      kk[i] = kt[i] * w.k_k[i];
+    }
+    for (int32_t h = 0; h < nh; ++h) l2_normalize(kk + h * hsz, hsz, 1e-12f);
+    for (int32_t i = 0; i < C; ++i) {
+      kt[i] += kt[i] * w.k_a[i] * (at[i] - 1.0f);
+      at[i] *= kk[i];
+    }
+  }
+  // wkv7 per (slice, head): S[i][j] (i value, j key): sa = S (-kk);
+  // S = S diag(w) + v k^T + sa (kk a)^T; o = S r.
+  ws_.mix_out.resize(sz);
+  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * nh;
+  auto run = [&](int ti, int nt) {
+    for (int64_t item = ti; item < num_items; item += nt) {
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(item / nh)];
+      const auto h = static_cast<int32_t>(item % nh);
+      float* S = layer_state(s, state, il) + 2 * int64_t{C} + int64_t{h} * hsz * hsz;
+      for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+        const int64_t off = t * C + int64_t{h} * hsz;
+        const float *r = &ws_.rw_r[off], *wd = &ws_.rw_w[off], *k = &ws_.rw_k[off], *v = &ws_.rw_v[off];
+        const float *kk = &ws_.mix_z[off], *b = &ws_.rw_a[off];
+        float* o = &ws_.mix_out[off];
+        for (int32_t i = 0; i < hsz; ++i) {
+          float* row = S + int64_t{i} * hsz;
+          float sa = 0;
+          for (int32_t j = 0; j < hsz; ++j) sa -= kk[j] * row[j];
+          float acc = 0;
+          for (int32_t j = 0; j < hsz; ++j) {
+            row[j] = row[j] * wd[j] + v[i] * k[j] + sa * b[j];
+            acc += row[j] * r[j];
+          }
+          o[i] = acc;
+        }
+      }
+    }
+  };
+  if (n * int64_t{C} * hsz * 3 < kMinParallelRecurrenceMacs) {
+    run(0, 1);
+  } else {
+    pool.run(run);
+  }
+  // GroupNorm per head, the bonus v * sum(k r r_k) per head, the gate.
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = &ws_.mix_out[t * C];
+    for (int32_t h = 0; h < nh; ++h) {
+      const int64_t hb = int64_t{h} * hsz;
+      kernels::layer_norm(o + hb, w.ln + hb, w.ln_b + hb, o + hb, hsz, 64e-5f);
+      float bonus = 0;
+      for (int32_t i = 0; i < hsz; ++i) bonus += ws_.rw_k[t * C + hb + i] * ws_.rw_r[t * C + hb + i] * w.r_k[hb + i];
+      for (int32_t i = 0; i < hsz; ++i) o[hb + i] += ws_.rw_v[t * C + hb + i] * bonus;
+    }
+    for (int32_t i = 0; i < C; ++i) o[i] *= ws_.rw_g[t * C + i];
+  }
+  kernels::matmul(w.output, ws_.mix_out.data(), C, n, ws_.h.data(), C, pool);
+  kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * C);
+
+  // Channel mix: xf = LN(x), mixed with the previous token's xf by
+  // lerp_k; x += value(relu(key(.))^2).
+  for (int64_t t = 0; t < n; ++t)
+    kernels::layer_norm(&ws_.x[t * C], w.ffn_norm, w.ffn_norm_b, &ws_.h[t * C], C, c.rms_eps);
+  ws_.mix.resize(sz);
+  for (const SeqSlice& s : batch.seqs) {
+    float* prev_state = layer_state(s, state, il) + C;
+    for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+      const float* xf = &ws_.h[t * C];
+      const float* prev = t == s.token_begin ? prev_state : &ws_.h[(t - 1) * C];
+      for (int32_t i = 0; i < C; ++i) ws_.mix[t * C + i] = xf[i] + (prev[i] - xf[i]) * w.cm_lerp_k[i];
+    }
+    std::copy_n(&ws_.h[(s.token_begin + s.num_tokens - 1) * C], C, prev_state);
+  }
+  const int32_t F = c.ffn_size;
+  float* kf = ws_.gate.data();  // ensure_workspace sized it for n x ffn_size
+  kernels::matmul(w.cm_key, ws_.mix.data(), C, n, kf, F, pool);
+  for (int64_t i = 0; i < n * F; ++i) kf[i] = kf[i] > 0 ? kf[i] * kf[i] : 0.0f;
+  kernels::matmul(w.cm_value, kf, F, n, ws_.h.data(), C, pool);
+  kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * C);
+}
+
+}  // namespace pagoda

@@ -245,19 +245,29 @@ TEST_P(RecurrentArch, RollbackAndEvictionAreRefused) {
   EXPECT_NE(draft.status().message().find("recurrent layers"), std::string::npos) << draft.status().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, RecurrentArch, ::testing::Values("qwen35", "mamba2"));
+INSTANTIATE_TEST_SUITE_P(Arch, RecurrentArch, ::testing::Values("qwen35", "mamba2", "rwkv7"));
 
 TEST(ArchFixtureUnsupported, ErrorNamesTheArchitecture) {
   PAGODA_SKIP_WITHOUT_SHARED("fixtures/arch/rwkv7/model.gguf");
-  auto runner = make_logits_runner(shared_path("fixtures/arch/rwkv7/model.gguf"), 16, 1);
+  // A fixture model with its architecture renamed.
+  std::ifstream in(shared_path("fixtures/arch/rwkv7/model.gguf"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find("rwkv7");  // general.architecture's value comes first
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 5, "rwkv9");
+  const std::string path = ::testing::TempDir() + "/rwkv9.gguf";
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto runner = make_logits_runner(path, 16, 1);
+  std::remove(path.c_str());
   ASSERT_FALSE(runner.is_ok());
-  EXPECT_NE(runner.status().message().find("unsupported architecture 'rwkv7'"), std::string::npos)
+  EXPECT_NE(runner.status().message().find("unsupported architecture 'rwkv9'"), std::string::npos)
       << runner.status().message();
   EXPECT_NE(runner.status().message().find("qwen3moe"), std::string::npos) << runner.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, ArchFixture,
-                         ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "qwen35", "mamba2"),
+                         ::testing::Values("llama3", "qwen3", "gemma3", "qwen3moe", "gpt-oss", "qwen35", "mamba2",
+                                           "rwkv7"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');  // gtest names: [A-Za-z0-9_]

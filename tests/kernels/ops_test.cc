@@ -68,6 +68,31 @@ TEST(Geglu, MatchesDoubleTanhGelu) {
   }
 }
 
+TEST(LayerNorm, MatchesDoubleReferenceInPlaceToo) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(3.0f, 2.0f);  // an offset mean: the centring matters
+  for (int64_t n : {1, 2, 7, 64, 129, 1000}) {
+    std::vector<float> x(n), w(n), b(n), y(n);
+    for (auto& v : x) v = nd(rng);
+    for (auto& v : w) v = nd(rng);
+    for (auto& v : b) v = nd(rng);
+    double mean = 0, var = 0;
+    for (float v : x) mean += v;
+    mean /= static_cast<double>(n);
+    for (float v : x) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(n);
+    layer_norm(x.data(), w.data(), b.data(), y.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = (x[i] - mean) / std::sqrt(var + 1e-5) * w[i] + b[i];
+      EXPECT_NEAR(y[i], want, 1e-5 * (1 + std::fabs(want))) << n << " " << i;
+    }
+    const std::vector<float> orig = x;
+    layer_norm(x.data(), nullptr, nullptr, x.data(), n, 1e-5f);  // in place, no affine part
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(x[i], (orig[i] - mean) / std::sqrt(var + 1e-5), 1e-5 * (1 + std::fabs(x[i]))) << n << " " << i;
+  }
+}
+
 TEST(SwigluOai, ClampsGateAndUp) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 6.0f);  // many values past the +-7 limits
