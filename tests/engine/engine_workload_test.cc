@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 
+#include "../shared_files.h"
 #include "engine_test_util.h"
 
 namespace pagoda {
@@ -55,11 +56,9 @@ struct WorkloadCase {
   DType kv_dtype = DType::kF32;  // quantized K/V must recompute, swap and copy exactly too
 };
 
-class EngineWorkload : public ::testing::TestWithParam<WorkloadCase> {};
-
-TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
-  const std::string path = tiny_model_path();
-  const WorkloadCase& c = GetParam();
+// The workload on the model at `path`: greedy outputs equal to each request
+// run alone, nothing leaked (blocks, host blocks, state slots).
+void check_workload(const std::string& path, const WorkloadCase& c) {
   SchedulerConfig sc;
   sc.policy = c.policy;
   sc.preempt_mode = c.mode;
@@ -68,8 +67,10 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
   // Size the pool in blocks: a tiny model's block is a few KiB.
   auto probe = make_engine(path, 64 << 20);
   const auto& mc = probe->model_config();
-  const int64_t block_bytes =
-      static_cast<int64_t>(KVStorage::bytes_per_block(mc.num_layers, 4, mc.num_kv_heads, mc.head_dim, c.kv_dtype));
+  RunnerConfig rc;
+  rc.block_size = 4;
+  rc.kv_cache_dtype = c.kv_dtype;
+  const int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
   auto e = make_engine(path, block_bytes * c.kv_blocks, 4, sc, block_bytes * 64, c.kv_dtype);
 
   for (uint32_t seed : {1u, 2u, 3u}) {
@@ -99,6 +100,7 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
     ASSERT_FALSE(e->has_unfinished());
     EXPECT_EQ(e->kv_manager().num_available_blocks(), e->kv_manager().num_blocks()) << "leaked blocks";
     EXPECT_EQ(e->kv_manager().num_free_host_blocks(), e->kv_manager().num_host_blocks());
+    EXPECT_EQ(e->kv_manager().num_free_state_slots(), e->kv_manager().num_state_slots()) << "leaked state slots";
     for (auto& [id, j] : job_of) {
       ASSERT_TRUE(reason.count(id)) << "request " << id << " never finished";
       if (reason[id] == FinishReason::kAbort) continue;
@@ -107,6 +109,23 @@ TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) {
     }
   }
   EXPECT_GT(e->scheduler().num_preemptions(), 0) << "the workload should force preemption";
+}
+
+class EngineWorkload : public ::testing::TestWithParam<WorkloadCase> {};
+
+TEST_P(EngineWorkload, PreemptionKeepsGreedyOutputsAndLeaksNothing) { check_workload(tiny_model_path(), GetParam()); }
+
+// The same on the recurrent fixtures (qwen35: DeltaNet + attention; rwkv7:
+// recurrent only): state slots through preemption by recompute and swap,
+// aborts and arrivals mid-run.
+TEST(EngineWorkload, RecurrentModelsToo) {
+  for (const char* arch : {"qwen35", "rwkv7"}) {
+    const std::string rel = std::string("fixtures/arch/") + arch + "/model.gguf";
+    PAGODA_SKIP_WITHOUT_SHARED(rel);
+    SCOPED_TRACE(arch);
+    check_workload(testing_util::shared_path(rel), {SchedPolicy::kFcfs, PreemptMode::kRecompute, 24, 64});
+    check_workload(testing_util::shared_path(rel), {SchedPolicy::kSjf, PreemptMode::kSwap, 20, 16});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EngineWorkload,
