@@ -93,6 +93,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
 
   RunnerConfig rc = runner_config(config);
   int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
+  // State snapshots for prefix hits of recurrent models: a quarter of the KV
+  // memory's worth (1 to 256), beside it.
+  int64_t state_bytes = 0;
+  for (int32_t il = 0; il < mc.num_layers; ++il) state_bytes += mc.recurrent_state_floats(il) * int64_t{sizeof(float)};
+  const auto state_snapshots =
+      static_cast<int32_t>(state_bytes > 0 ? std::clamp<int64_t>(config.kv_cache_bytes / 4 / state_bytes, 1, 256) : 0);
   if (config.spec_method == SpecMethod::kLayerSkip) {
     std::vector<int32_t> skip;
     const std::string beside = skip_layers_path(model_path);
@@ -122,10 +128,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, rc));
   e->kv_manager_ = std::make_unique<KVCacheManager>(static_cast<int32_t>(rc.num_blocks), rc.block_size,
                                                     static_cast<int32_t>(rc.num_host_blocks));
-  // Recurrent layers: a state slot per sequence; no prefix reuse (a cached
-  // prefix would need the state after it, which is not kept).
-  if (mc.has_recurrent_layers()) e->kv_manager_->enable_state_slots();
-  e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching && !mc.has_recurrent_layers());
+  // Recurrent layers: a state slot per sequence, and with the prefix cache
+  // a state snapshot per finished sequence (a hit resumes from one).
+  if (mc.has_recurrent_layers()) e->kv_manager_->enable_state_slots(config.enable_prefix_caching ? state_snapshots : 0);
+  e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->recurrent_ = mc.has_recurrent_layers();
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
   e->kv_policy_ = config.sched.kv_policy;

@@ -70,6 +70,8 @@ void ModelRunner::copy_blocks(const SchedulerOutput& out) {
   for (const BlockCopy& c : out.swap_out) kv_storage_->copy_block_to(c.src, *host_storage_, c.dst);
   for (const BlockCopy& c : out.swap_in) host_storage_->copy_block_to(c.src, *kv_storage_, c.dst);
   for (const BlockCopy& c : out.cow) kv_storage_->copy_block(c.src, c.dst);
+  PAGODA_CHECK(out.state_copies.empty() || state_);
+  for (const StateCopy& c : out.state_copies) state_->copy(c.src, c.dst);
 }
 
 void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& kv) {

@@ -47,12 +47,13 @@ bool KVCacheManager::can_write(SeqId seq, int32_t pos_begin, int32_t pos_end) co
 }
 
 bool KVCacheManager::can_admit(std::span<const int32_t> tokens, int32_t num_total_tokens) const {
-  const int32_t cached_blocks = num_cached_prefix_tokens(tokens) / block_size_;
+  const PrefixPlan plan = plan_prefix(tokens);
+  const int32_t cached_blocks = plan.whole_blocks;
   // Reused blocks become pinned: they stop counting as evictable. A partly
   // matched last block is pinned too until its copy is made, and the copy
   // is one of the blocks counted in `need`.
   int32_t reused_evictable = prefix_ && cached_blocks > 0 ? prefix_->num_evictable_in_prefix(tokens, cached_blocks) : 0;
-  if (prefix_ && partial_hit(tokens, cached_blocks).evictable) ++reused_evictable;
+  if (plan.partial.num_tokens > 0 && plan.partial.evictable) ++reused_evictable;
   const int32_t need = std::max(0, num_blocks_for(num_total_tokens) - cached_blocks);
   return need <= num_available_blocks() - reused_evictable;
 }
@@ -91,9 +92,47 @@ KVCacheManager::SeqState& KVCacheManager::get_or_create(SeqId seq) {
   return it->second;
 }
 
-void KVCacheManager::enable_state_slots() {
-  PAGODA_CHECK(seqs_.empty() && swapped_.empty());
+void KVCacheManager::enable_state_slots(int32_t max_state_snapshots) {
+  PAGODA_CHECK(seqs_.empty() && swapped_.empty() && max_state_snapshots >= 0);
   state_slots_ = true;
+  max_state_snapshots_ = max_state_snapshots;
+}
+
+void KVCacheManager::take_state_copies(std::vector<StateCopy>* out) {
+  out->insert(out->end(), pending_state_copies_.begin(), pending_state_copies_.end());
+  pending_state_copies_.clear();
+}
+
+KVCacheManager::PrefixPlan KVCacheManager::plan_prefix(std::span<const int32_t> tokens) const {
+  PrefixPlan plan;
+  if (!prefix_ || tokens.empty()) return plan;
+  const auto n = static_cast<int32_t>(tokens.size());
+  const int32_t cached_whole = prefix_->num_cached_tokens(tokens) / block_size_;  // whole blocks in the tree
+  if (!state_slots_) {
+    plan.whole_blocks = std::min((n - 1) / block_size_, cached_whole);
+    plan.partial = partial_hit(tokens, plan.whole_blocks);
+    return plan;
+  }
+  // The longest snapshot that begins the prompt (one token left to
+  // compute) and whose blocks are all still cached.
+  int32_t best = -1;
+  for (int32_t i = 0; i < static_cast<int32_t>(snapshots_.size()); ++i) {
+    const std::vector<int32_t>& key = snapshots_[static_cast<size_t>(i)].tokens;
+    const auto len = static_cast<int32_t>(key.size());
+    if (len > n - 1 || (best >= 0 && len <= static_cast<int32_t>(snapshots_[static_cast<size_t>(best)].tokens.size())))
+      continue;
+    if (!std::equal(key.begin(), key.end(), tokens.begin())) continue;
+    const int32_t whole = len / block_size_, rest = len % block_size_;
+    if (cached_whole < whole) continue;
+    if (rest > 0 && prefix_->find_partial(tokens, whole, rest).num_tokens != rest) continue;
+    best = i;
+  }
+  if (best < 0) return plan;
+  const auto len = static_cast<int32_t>(snapshots_[static_cast<size_t>(best)].tokens.size());
+  plan.snapshot = best;
+  plan.whole_blocks = len / block_size_;
+  if (len % block_size_ > 0) plan.partial = prefix_->find_partial(tokens, plan.whole_blocks, len % block_size_);
+  return plan;
 }
 
 int32_t KVCacheManager::take_state_slot() {
@@ -327,6 +366,9 @@ Status KVCacheManager::check_invariants() const {
   for (const auto& [id, s] : swapped_)
     PAGODA_RETURN_IF_ERROR(hold(s.state_slot, "swapped sequence " + std::to_string(id.value)));
   for (int32_t slot : free_state_slots_) PAGODA_RETURN_IF_ERROR(hold(slot, "the free list"));
+  for (const Snapshot& s : snapshots_) PAGODA_RETURN_IF_ERROR(hold(s.slot, "a state snapshot"));
+  if (static_cast<int32_t>(snapshots_.size()) > max_state_snapshots_)
+    return internal_error("more state snapshots than allowed");
   for (int32_t i = 0; i < num_state_slots_; ++i)
     if (slot_holders[static_cast<size_t>(i)] != 1)
       return internal_error("state slot " + std::to_string(i) + " has " +
@@ -385,8 +427,10 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
   if (!prefix_ || tokens.empty()) return 0;
   auto it = seqs_.find(seq);
   if (it != seqs_.end() && !it->second.table.empty()) return 0;
-  const int32_t max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / block_size_;
-  const std::vector<BlockId> blocks = prefix_->match(tokens, max_blocks);
+  const PrefixPlan plan = plan_prefix(tokens);
+  if (state_slots_ && plan.snapshot < 0) return 0;  // no state to resume from
+  const std::vector<BlockId> blocks = prefix_->match(tokens, plan.whole_blocks);
+  PAGODA_CHECK(static_cast<int32_t>(blocks.size()) == plan.whole_blocks);
   SeqState& st = get_or_create(seq);
   for (BlockId b : blocks) {
     incref(b);
@@ -396,23 +440,23 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
   st.num_tokens = st.num_cached_blocks * block_size_;
   // The hit may go on inside the next block: share it; the first write
   // copies it (allocate_for_write's copy-on-write), keeping its matched slots.
-  const int32_t room = static_cast<int32_t>(tokens.size()) - 1 - st.num_tokens;  // one token still computes
-  if (room >= 1) {
-    const PrefixCache::PartialHit hit = prefix_->match_partial(tokens, st.num_cached_blocks, room);
-    if (hit.num_tokens > 0) {
-      incref(hit.block);
-      st.table.push_back(hit.block);
-      st.num_tokens += hit.num_tokens;
-    }
+  if (plan.partial.num_tokens > 0) {
+    const PrefixCache::PartialHit hit = prefix_->match_partial(tokens, st.num_cached_blocks, plan.partial.num_tokens);
+    PAGODA_CHECK(hit.num_tokens == plan.partial.num_tokens);
+    incref(hit.block);
+    st.table.push_back(hit.block);
+    st.num_tokens += hit.num_tokens;
+  }
+  if (plan.snapshot >= 0) {
+    Snapshot& snap = snapshots_[static_cast<size_t>(plan.snapshot)];
+    snap.last_use = ++snapshot_clock_;
+    pending_state_copies_.push_back({snap.slot, st.state_slot});
   }
   return st.num_tokens;
 }
 
 int32_t KVCacheManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) const {
-  if (!prefix_ || tokens.empty()) return 0;
-  const int32_t max_tokens = (static_cast<int32_t>(tokens.size()) - 1) / block_size_ * block_size_;
-  const int32_t whole = std::min(max_tokens, prefix_->num_cached_tokens(tokens));
-  return whole + partial_hit(tokens, whole / block_size_).num_tokens;
+  return plan_prefix(tokens).num_tokens(block_size_);
 }
 
 void KVCacheManager::cache_computed(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed) {
@@ -430,11 +474,24 @@ void KVCacheManager::cache_finished(SeqId seq, std::span<const int32_t> tokens) 
   if (!prefix_) return;
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
-  const SeqState& st = it->second;
+  SeqState& st = it->second;
   if (st.no_cache) return;
   const int32_t n = std::min<int32_t>(st.num_tokens, static_cast<int32_t>(tokens.size()));
-  if (n % block_size_ == 0 || st.num_cached_blocks != n / block_size_) return;  // whole blocks are cached already
-  prefix_->insert_partial(tokens.first(static_cast<size_t>(n)), st.table);
+  if (n % block_size_ != 0 && st.num_cached_blocks == n / block_size_)  // else whole blocks are cached already
+    prefix_->insert_partial(tokens.first(static_cast<size_t>(n)), st.table);
+  // The sequence's state stands for its n computed tokens: keep it.
+  if (!state_slots_ || max_state_snapshots_ == 0 || n < 1 || st.state_slot < 0) return;
+  for (const Snapshot& s : snapshots_)
+    if (static_cast<int32_t>(s.tokens.size()) == n && std::equal(s.tokens.begin(), s.tokens.end(), tokens.begin()))
+      return;  // the same tokens are kept already
+  if (static_cast<int32_t>(snapshots_.size()) == max_state_snapshots_) {
+    auto lru = std::min_element(snapshots_.begin(), snapshots_.end(),
+                                [](const Snapshot& a, const Snapshot& b) { return a.last_use < b.last_use; });
+    release_state_slot(lru->slot);
+    snapshots_.erase(lru);
+  }
+  snapshots_.push_back({std::vector<int32_t>(tokens.begin(), tokens.begin() + n), st.state_slot, ++snapshot_clock_});
+  st.state_slot = -1;  // the snapshot owns it now
 }
 
 }  // namespace pagoda

@@ -37,6 +37,13 @@ struct KeyShift {
   int32_t delta;
 };
 
+// One recurrent-state copy between slots (StateStorage::copy): a prefix
+// hit restoring a cached state into a new sequence's slot.
+struct StateCopy {
+  int32_t src;
+  int32_t dst;
+};
+
 class KVCacheManager {
  public:
   // num_blocks >= 0 and block_size >= 1 (CHECKed; validate user config with
@@ -150,17 +157,30 @@ class KVCacheManager {
   // while swapped out (the state is small and fixed-size); a forked child
   // gets a new one, whose state the caller copies from the parent's
   // (StateStorage::copy). A state stands for all of a sequence's computed
-  // tokens, so it cannot be rolled back (truncate) or shared by a prefix
-  // hit: the engine keeps speculation and the prefix cache off for such
-  // models. Freed ids are reused first; ids grow past the high-water mark
-  // only when none is free. Call before any sequence exists.
-  void enable_state_slots();
+  // tokens, so it cannot be rolled back (truncate): the engine keeps
+  // speculation off for such models. Freed ids are reused first; ids grow
+  // past the high-water mark only when none is free. Call before any
+  // sequence exists.
+  //
+  // With the prefix cache on too, a finished sequence's slot is kept as a
+  // state snapshot keyed by its computed tokens (at most
+  // `max_state_snapshots`, least recently used dropped first): a prefix hit
+  // then stops exactly at the longest snapshot whose tokens begin the
+  // prompt and whose blocks are all still cached (no snapshot: no hit), and
+  // acquire_cached_prefix queues the copy of that snapshot into the new
+  // sequence's slot (take_state_copies) — a chat's next turn resumes from
+  // the end of the previous answer instead of recomputing the history.
+  void enable_state_slots(int32_t max_state_snapshots = 0);
   bool state_slots_enabled() const { return state_slots_; }
   // The sequence's slot id (resident or swapped); -1 without one.
   int32_t state_slot(SeqId seq) const;
   // Slot ids handed out so far (the storage's size) and those free now.
   int32_t num_state_slots() const { return num_state_slots_; }
   int32_t num_free_state_slots() const { return static_cast<int32_t>(free_state_slots_.size()); }
+  int32_t num_state_snapshots() const { return static_cast<int32_t>(snapshots_.size()); }
+  // Moves the state copies queued by acquire_cached_prefix to `out` (the
+  // runner runs them before the step's forward).
+  void take_state_copies(std::vector<StateCopy>* out);
 
   // Prefix caching (RadixAttention). Off until enabled.
   void enable_prefix_cache(bool on);
@@ -197,6 +217,20 @@ class KVCacheManager {
   };
   // The sequence's entry, created (with a state slot when enabled) if new.
   SeqState& get_or_create(SeqId seq);
+  // What a prefix hit on `tokens` would reuse: whole blocks, then part of
+  // the next one; with state snapshots, cut to the longest usable one.
+  struct PrefixPlan {
+    int32_t whole_blocks = 0;
+    PrefixCache::PartialHit partial;
+    int32_t snapshot = -1;  // index into snapshots_
+    int32_t num_tokens(int32_t block_size) const { return whole_blocks * block_size + partial.num_tokens; }
+  };
+  PrefixPlan plan_prefix(std::span<const int32_t> tokens) const;
+  struct Snapshot {
+    std::vector<int32_t> tokens;  // the state stands for exactly these
+    int32_t slot;
+    uint64_t last_use;
+  };
   int32_t take_state_slot();
   void release_state_slot(int32_t& slot);
   // The cached block continuing the first `whole` blocks of tokens partway
@@ -218,6 +252,10 @@ class KVCacheManager {
   bool state_slots_ = false;
   int32_t num_state_slots_ = 0;
   std::vector<int32_t> free_state_slots_;
+  int32_t max_state_snapshots_ = 0;
+  std::vector<Snapshot> snapshots_;
+  uint64_t snapshot_clock_ = 0;
+  std::vector<StateCopy> pending_state_copies_;
 };
 
 }  // namespace pagoda

@@ -185,6 +185,7 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   const int32_t num_new = cap_new(seq, std::min(seq->num_tokens() - cached, budget));
   if (!kv_.can_admit(compressing ? std::span<const int32_t>() : seq->tokens, cached + num_new)) return 0;
   if (!compressing) PAGODA_CHECK(kv_.acquire_cached_prefix(seq->seq_id, seq->tokens) == cached);
+  kv_.take_state_copies(&out.state_copies);
   seq->num_computed_tokens = cached;
   seq->num_cached_tokens = std::min(cached, seq->num_prompt_tokens);
   PAGODA_CHECK(kv_.allocate_for_write(seq->seq_id, cached, cached + num_new, &out.cow));

@@ -79,9 +79,10 @@ struct SchedulerOutput {
   // them): copies of shared blocks to shift, then the key re-rotations.
   std::vector<BlockCopy> evict_cow;
   std::vector<KeyShift> key_shifts;
-  std::vector<BlockCopy> swap_out;  // device -> host copies to run before the step
-  std::vector<BlockCopy> swap_in;   // host -> device copies to run before the step
-  std::vector<BlockCopy> cow;       // device block copies (copy-on-write), after swaps
+  std::vector<BlockCopy> swap_out;      // device -> host copies to run before the step
+  std::vector<BlockCopy> swap_in;       // host -> device copies to run before the step
+  std::vector<BlockCopy> cow;           // device block copies (copy-on-write), after swaps
+  std::vector<StateCopy> state_copies;  // recurrent states restored by prefix hits, before the forward
   int32_t num_batched_tokens = 0;
   bool empty() const { return scheduled.empty(); }
 };

@@ -201,9 +201,68 @@ TEST_P(RecurrentArch, ForkedChoicesCopyTheState) {
           << "prompt " << i << " choice " << c;
   EXPECT_EQ(beam_tokens, 12);
   EXPECT_EQ(e->kv_manager().num_seqs(), 0);
-  EXPECT_EQ(e->kv_manager().num_free_state_slots(), e->kv_manager().num_state_slots());
+  EXPECT_EQ(e->kv_manager().num_free_state_slots() + e->kv_manager().num_state_snapshots(),
+            e->kv_manager().num_state_slots());
   EXPECT_GE(e->kv_manager().num_state_slots(), 9);  // 3 requests x 3 choices at once
-  EXPECT_FALSE(e->kv_manager().prefix_cache_enabled());
+}
+
+// A chat's next turn: the prompt continues a finished request's prompt and
+// answer. The hit resumes from that request's state snapshot (the longest
+// one that begins the prompt) and must give the tokens a cold engine gives.
+TEST_P(RecurrentArch, NextTurnResumesFromTheStateSnapshot) {
+  PAGODA_SKIP_WITHOUT_SHARED(dir() + "/model.gguf");
+  const json prompts = read_json(shared_path(dir() + "/prompts.json"));
+  const std::string model = shared_path(dir() + "/model.gguf");
+  // Greedy tokens of `prompt` on `e`; num_cached gets the prompt tokens served from the cache.
+  auto run = [](Engine& e, const std::vector<int32_t>& prompt, int32_t n, int32_t* num_cached) {
+    RequestSpec spec;
+    spec.prompt = prompt;
+    spec.max_tokens = n;
+    spec.sampling.temperature = 0;
+    spec.ignore_eos = true;
+    auto id = e.add_request(spec);
+    EXPECT_TRUE(id.is_ok()) << id.status().message();
+    std::vector<int32_t> out;
+    while (e.has_unfinished())
+      for (const auto& o : e.step()) {
+        out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+        if (o.finished) *num_cached = o.num_cached_tokens;
+      }
+    EXPECT_TRUE(e.kv_manager().check_invariants().is_ok());
+    return out;
+  };
+  SchedulerConfig sched;
+  sched.max_num_batched_tokens = 16;  // chunked prompts
+  auto warm = testing_util::make_engine(model, 8 << 20, 16, sched);
+  ASSERT_TRUE(warm->kv_manager().prefix_cache_enabled());
+  std::vector<int32_t> history = prompts[1].get<std::vector<int32_t>>();  // 40 tokens
+  int32_t cached = -1;
+  for (int turn = 0; turn < 3; ++turn) {
+    SCOPED_TRACE("turn " + std::to_string(turn));
+    const std::vector<int32_t> answer = run(*warm, history, 9, &cached);
+    if (turn == 0) {
+      EXPECT_EQ(cached, 0);
+    } else {
+      EXPECT_EQ(cached, static_cast<int32_t>(history.size()) - 6);  // all but the new user turn and last token
+    }
+    auto cold = testing_util::make_engine(model, 8 << 20, 16, sched);
+    int32_t cold_cached = -1;
+    EXPECT_EQ(answer, run(*cold, history, 9, &cold_cached));
+    EXPECT_EQ(cold_cached, 0);
+    // Next turn: the answer (its last token was sampled, never computed),
+    // then 5 tokens of a new user message.
+    history.insert(history.end(), answer.begin(), answer.end());
+    for (int32_t i = 0; i < 5; ++i) history.push_back(100 + 37 * turn + i);
+  }
+  EXPECT_GE(warm->kv_manager().num_state_snapshots(), 1);
+  // A prompt that only shares a beginning with the snapshots (no snapshot
+  // begins it) is not a hit: the state after the shared part is not kept.
+  std::vector<int32_t> other = prompts[1].get<std::vector<int32_t>>();
+  other.resize(30);
+  other.push_back(7);
+  other.push_back(8);
+  run(*warm, other, 2, &cached);
+  EXPECT_EQ(cached, 0);
 }
 
 TEST_P(RecurrentArch, RollbackAndEvictionAreRefused) {

@@ -100,7 +100,9 @@ void check_workload(const std::string& path, const WorkloadCase& c) {
     ASSERT_FALSE(e->has_unfinished());
     EXPECT_EQ(e->kv_manager().num_available_blocks(), e->kv_manager().num_blocks()) << "leaked blocks";
     EXPECT_EQ(e->kv_manager().num_free_host_blocks(), e->kv_manager().num_host_blocks());
-    EXPECT_EQ(e->kv_manager().num_free_state_slots(), e->kv_manager().num_state_slots()) << "leaked state slots";
+    EXPECT_EQ(e->kv_manager().num_free_state_slots() + e->kv_manager().num_state_snapshots(),
+              e->kv_manager().num_state_slots())
+        << "leaked state slots";
     for (auto& [id, j] : job_of) {
       ASSERT_TRUE(reason.count(id)) << "request " << id << " never finished";
       if (reason[id] == FinishReason::kAbort) continue;

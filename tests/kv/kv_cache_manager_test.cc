@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -192,6 +193,75 @@ TEST(KVCacheManager, StateSlotsFollowSequencesThroughRandomTraces) {
   EXPECT_GT(num_swaps, 50);
   EXPECT_GT(num_forks, 50);
   EXPECT_GT(num_reused, 50);
+}
+
+// State snapshots with the prefix cache: random prompts continuing earlier
+// ones are admitted, computed and finished; a hit must stop exactly at a
+// snapshot whose tokens begin the prompt, queue the copy of that snapshot's
+// slot into the new sequence's, and slots, blocks and snapshots stay
+// consistent (check_invariants) with at most the allowed snapshots.
+TEST(KVCacheManager, StateSnapshotsServePrefixHitsThroughRandomTraces) {
+  int64_t num_hits = 0, num_misses = 0;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937 rng(seed);
+    const int32_t bs = 1 + static_cast<int32_t>(rng() % 4);
+    KVCacheManager m(40, bs);
+    m.enable_state_slots(/*max_state_snapshots=*/3);
+    m.enable_prefix_cache(true);
+    std::vector<std::vector<int32_t>> finished;           // token lists of finished sequences
+    std::map<int32_t, std::vector<int32_t>> slot_tokens;  // what each snapshot slot's state stands for
+    for (int step = 0; step < 150; ++step) {
+      // A prompt: a finished sequence's tokens (maybe cut) plus new ones, or fresh.
+      std::vector<int32_t> prompt;
+      if (!finished.empty() && rng() % 4 != 0) {
+        prompt = finished[rng() % finished.size()];
+        if (rng() % 3 == 0) prompt.resize(rng() % (prompt.size() + 1));
+      }
+      for (int k = 1 + static_cast<int>(rng() % 6); k > 0; --k) prompt.push_back(static_cast<int32_t>(rng() % 3));
+      const SeqId s{step};
+      const int32_t cached = m.num_cached_prefix_tokens(prompt);
+      const auto total = static_cast<int32_t>(prompt.size()) + 2;  // two generated tokens
+      if (!m.can_admit(prompt, total)) continue;
+      ASSERT_EQ(m.acquire_cached_prefix(s, prompt), cached);
+      std::vector<StateCopy> copies;
+      m.take_state_copies(&copies);
+      if (cached > 0) {
+        ++num_hits;
+        ASSERT_EQ(copies.size(), 1u);
+        ASSERT_EQ(copies[0].dst, m.state_slot(s));
+        const std::vector<int32_t>& key = slot_tokens.at(copies[0].src);
+        ASSERT_EQ(static_cast<int32_t>(key.size()), cached);  // exactly at the snapshot
+        ASSERT_TRUE(std::equal(key.begin(), key.end(), prompt.begin()));
+      } else {
+        ++num_misses;
+        ASSERT_TRUE(copies.empty());
+      }
+      std::vector<BlockCopy> cow;
+      ASSERT_TRUE(m.allocate_for_write(s, cached, total, &cow));
+      // Computed: the prompt and the first generated token; the second is sampled, never fed.
+      std::vector<int32_t> tokens = prompt;
+      tokens.push_back(5);
+      tokens.push_back(6);
+      m.set_num_tokens(s, total - 1);
+      m.cache_computed(s, tokens, total - 1);
+      const int32_t slot = m.state_slot(s);
+      const int32_t snapshots_before = m.num_state_snapshots();
+      m.cache_finished(s, tokens);
+      if (m.state_slot(s) == -1) {  // the slot became a snapshot
+        slot_tokens[slot] = std::vector<int32_t>(tokens.begin(), tokens.end() - 1);
+        ASSERT_LE(m.num_state_snapshots(), 3);
+        ASSERT_GE(m.num_state_snapshots(), std::min(snapshots_before, 2));
+      }
+      m.free(s);
+      finished.push_back(tokens);
+      const Status st = m.check_invariants();
+      ASSERT_TRUE(st.is_ok()) << "step " << step << ": " << st.message();
+      ASSERT_EQ(m.num_free_state_slots() + m.num_state_snapshots(), m.num_state_slots());
+    }
+  }
+  EXPECT_GT(num_hits, 100);
+  EXPECT_GT(num_misses, 100);
 }
 
 // Without state slots no sequence holds one.
