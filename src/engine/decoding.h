@@ -34,6 +34,7 @@ struct Choice {
   std::unique_ptr<StopStringMatcher> stops;
   bool finished = false;
   AcceptanceCounts spec_acceptance;  // for adaptive draft lengths
+  double spec_planned_gain = 0;      // the expected gain the planner gave its current drafts
   // Draft model: draws the drafts (the request's parameters, its own seed)
   // and the distributions q they were drawn from, [drafts][vocab] (empty
   // when greedy: q is then one-hot).

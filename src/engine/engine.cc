@@ -349,6 +349,10 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_
   if (lookahead_tree) rejected = num_accepted < num_drafts;
   stats_.record_verification(num_drafts, num_accepted, rejected);
   c.spec_acceptance.record(num_accepted, rejected);
+  // Drafts the planner did not size (a fixed K, or the first ones before
+  // any plan) carry no planned gain and teach the calibration nothing.
+  if (spec_auto_ && c.spec_planned_gain > 0) gain_calibration_.record(c.spec_planned_gain, num_accepted);
+  c.spec_planned_gain = 0;
   if (tree_gains_) node_gains_.record(num_drafts, tree_path);
 }
 
@@ -439,7 +443,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
   const std::vector<int32_t> k =
       plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
-                         tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_));
+                         tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale());
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
     int32_t keep = k[i];
@@ -453,6 +457,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     if (keep == 0 && a.num_accepted + a.num_rejected < kProbeBelow && a.num_accepted + a.num_rejected > 0)
       keep = std::min(kProbeDrafts, candidates[i].max_drafts);
     choices[i]->seq.resize_drafts(static_cast<size_t>(keep));
+    choices[i]->spec_planned_gain = planned_gain(candidates[i], keep);
     if (keep == 0) a.fade();
   }
 }

@@ -193,6 +193,7 @@ class Engine : private DecodingHost {
   int32_t tree_fill_depth_ = 0;            // Medusa: heads (a tree of n nodes runs min(n, heads) of them)
   bool tree_gains_ = false;                // the proposer drafts trees: plan with node_gains_
   TreeNodeGains node_gains_;
+  GainCalibration gain_calibration_;                 // accepted vs planned drafts, engine-wide
   std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;

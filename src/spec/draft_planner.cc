@@ -58,6 +58,27 @@ double estimate_acceptance(double num_accepted, double num_rejected, double prio
   return std::clamp(a, 0.0, 1.0);
 }
 
+double planned_gain(const DraftCandidate& c, int32_t k) {
+  double sum = 0, g = c.acceptance;
+  for (int32_t t = 0; t < std::min(k, c.max_drafts); ++t) {
+    sum += c.node_gains.empty() ? g : c.node_gains[static_cast<size_t>(t)];
+    g *= c.acceptance;
+  }
+  return sum;
+}
+
+void GainCalibration::record(double planned, int32_t accepted) {
+  constexpr double kDecay = 0.99;
+  planned_ = kDecay * planned_ + planned;
+  accepted_ = kDecay * accepted_ + accepted;
+}
+
+double GainCalibration::scale() const {
+  constexpr double kMinPlanned = 8.0;  // expected drafts before the ratio means anything
+  if (planned_ < kMinPlanned) return 1.0;
+  return std::clamp(accepted_ / planned_, 0.25, 1.25);
+}
+
 double optimistic_acceptance(double num_accepted, double num_rejected, double prior) {
   const double mean = estimate_acceptance(num_accepted, num_rejected, prior);
   const double n = num_accepted + num_rejected + 3.0;  // observations + prior weight + 1
@@ -96,7 +117,7 @@ void TreeNodeGains::gains(int32_t num_nodes, double scale, std::vector<double>* 
 
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost,
-                                        double first_draft_seconds, int32_t costly_drafts) {
+                                        double first_draft_seconds, int32_t costly_drafts, double gain_scale) {
   // Each candidate's marginal gains a, a^2, ... (or its tree's node gains)
   // fall, so taking the d best
   // gains over all candidates maximizes the expected tokens for d drafts.
@@ -127,7 +148,7 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
     const auto [gain, i] = next.top();
     next.pop();
     order.push_back(i);
-    expected += gain;
+    expected += gain * gain_scale;
     const int32_t t = ++taken[i];
     if (t < candidates[i].max_drafts) {
       const auto& g = candidates[i].node_gains;

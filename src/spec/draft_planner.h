@@ -114,9 +114,32 @@ struct DraftCandidate {
 // sequence's first `costly_drafts` drafts costs to make (Medusa: a tree of n
 // nodes runs min(n, heads) heads for its sequence; the nodes beyond come
 // from the same heads' logits).
+//
+// gain_scale multiplies every draft's expected gain (GainCalibration: the
+// engine's measured accepted / predicted, correcting the estimates' bias).
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates,
                                         const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0,
-                                        int32_t costly_drafts = 1);
+                                        int32_t costly_drafts = 1, double gain_scale = 1.0);
+
+// The expected gain of a candidate's first k drafts, as plan_draft_lengths
+// counts it (before gain_scale).
+double planned_gain(const DraftCandidate& candidate, int32_t k);
+
+// How the planner's expected gains compare with what verification accepts:
+// every verification records the gain its drafts were planned with and the
+// drafts accepted; scale() is accepted / planned over recent verifications
+// (each weighs 1% less with every new one), 1 until a few drafts were seen,
+// clamped to [0.25, 1.25]. The per-sequence estimates are optimistic on
+// purpose (an untried sequence gets tried); the scale takes that optimism
+// back out of the engine-wide sum, so marginal drafts that do not pay stop.
+class GainCalibration {
+ public:
+  void record(double planned, int32_t accepted);
+  double scale() const;
+
+ private:
+  double planned_ = 0, accepted_ = 0;
+};
 
 }  // namespace pagoda

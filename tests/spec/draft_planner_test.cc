@@ -89,6 +89,37 @@ TEST(OptimisticAcceptance, TriesTheUnknownAndConvergesOnTheKnown) {
     for (double r = 0; r < 50; r += 5) EXPECT_GE(optimistic_acceptance(a, r, 0.4), estimate_acceptance(a, r, 0.4));
 }
 
+TEST(PlanDraftLengths, GainScaleTakesBackOptimism) {
+  // One decode token; a second verified token costs half a step more. At
+  // acceptance 0.6 the draft pays ((1 + 0.6) / 1.5 > 1 / 1); when
+  // verification accepts half of what was planned it does not.
+  const StepCostModel cost({{1, 1.0}, {2, 1.5}});
+  const std::vector<DraftCandidate> c = {chain(0.6, 1)};
+  EXPECT_EQ(plan_draft_lengths(cost, 1, c), std::vector<int32_t>{1});
+  EXPECT_EQ(plan_draft_lengths(cost, 1, c, nullptr, 0.0, 1, 0.5), std::vector<int32_t>{0});
+}
+
+TEST(PlannedGain, SumsTheChainOrTheTreesNodes) {
+  EXPECT_DOUBLE_EQ(planned_gain(chain(0.5, 4), 3), 0.5 + 0.25 + 0.125);
+  EXPECT_DOUBLE_EQ(planned_gain(chain(0.5, 2), 5), 0.75);  // at most max_drafts
+  EXPECT_DOUBLE_EQ(planned_gain(chain(0.5, 4), 0), 0.0);
+  const std::vector<double> nodes = {0.9, 0.4, 0.3};
+  EXPECT_DOUBLE_EQ(planned_gain({0.5, 3, nodes}, 2), 1.3);
+}
+
+TEST(GainCalibration, RatioOfAcceptedToPlannedClamped) {
+  GainCalibration g;
+  EXPECT_EQ(g.scale(), 1.0);
+  g.record(2.0, 1);
+  EXPECT_EQ(g.scale(), 1.0);  // too few planned drafts to judge
+  for (int i = 0; i < 200; ++i) g.record(2.0, 1);
+  EXPECT_NEAR(g.scale(), 0.5, 1e-9);
+  for (int i = 0; i < 1000; ++i) g.record(2.0, 0);  // recent verifications dominate
+  EXPECT_EQ(g.scale(), 0.25);
+  for (int i = 0; i < 1000; ++i) g.record(1.0, 3);
+  EXPECT_EQ(g.scale(), 1.25);
+}
+
 TEST(PlanDraftLengths, FreeVerificationTakesEveryDraft) {
   const StepCostModel flat({{1, 1e-3}, {512, 1e-3}});
   const std::vector<DraftCandidate> c = {chain(0.9, 5), chain(0.1, 3), chain(0.0, 4), chain(0.5, 0)};
