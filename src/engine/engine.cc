@@ -472,7 +472,14 @@ void Engine::finish_choice(Choice& c, FinishReason reason) {
 std::vector<RequestOutput> Engine::step() {
   const double t_start = now();
   const SchedulerOutput out = scheduler_->schedule(t_start);  // 1. schedule
-  if (out.empty()) return {};
+  if (out.empty()) {
+    last_step_start_ = -1;  // idle: the gap to the next step is not a step's time
+    return {};
+  }
+  // The previous step's time as decodes see it: start to start.
+  if (last_step_start_ >= 0) scheduler_->observe_step(last_step_tokens_, t_start - last_step_start_);
+  last_step_start_ = t_start;
+  last_step_tokens_ = out.num_batched_tokens;
   mark_scheduled(out, t_start);
   const double draft_seconds = draft_                                              ? run_draft_model(out)
                                : proposer_ && proposer_->drafts_after_scheduling() ? fill_tree_drafts(out)

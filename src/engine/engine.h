@@ -188,6 +188,8 @@ class Engine : private DecodingHost {
   StepCostModel draft_cost_;  // the draft model's forward time (auto speculation)
   int32_t num_spec_tokens_ = 0;
   bool spec_auto_ = false;
+  double last_step_start_ = -1;  // for Scheduler::observe_step
+  int32_t last_step_tokens_ = 0;
   std::span<const float> step_logits_;     // this step's logits, while sample() runs
   double tree_fill_seconds_per_head_ = 0;  // Medusa: one head's pass for one sequence (learned)
   int32_t tree_fill_depth_ = 0;            // Medusa: heads (a tree of n nodes runs min(n, heads) of them)

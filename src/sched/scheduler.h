@@ -112,6 +112,14 @@ class Scheduler {
   // streamed evaluation has filled its cache).
   void set_max_num_batched_tokens(int32_t n) { config_.max_num_batched_tokens = n; }
   void set_step_time(StepTimeEstimate t) { config_.step_time = t; }
+  // SLO policy: a step of num_tokens batched tokens took `seconds` (from
+  // its start to the next step's, what a decode's TPOT sees). The ratio to
+  // the step-time model, averaged over recent steps (each weighs 5% less
+  // with every new one, clamped to [0.5, 4]), scales the model's
+  // predictions: a machine slower than at start-up (a noisy neighbour)
+  // gets smaller TPOT budgets and longer predicted prefills.
+  void observe_step(int32_t num_tokens, double seconds);
+  double step_time_scale() const { return step_time_scale_; }
 
   // SLO policy: predicted seconds until seq's first token if it ran alone
   // from now (its uncomputed tokens in budget-sized steps).
@@ -142,6 +150,7 @@ class Scheduler {
   // SLO policy: the step's token budget that keeps every running decode
   // with a TPOT target within it (at least one token per decode).
   int32_t tpot_budget(int32_t budget) const;
+  double step_time_scale_ = 1.0;
   void preempt(Sequence* seq, SchedulerOutput& out);
   // Admits a waiting sequence within `budget` tokens when its blocks fit:
   // swaps it in, or shares its cached prefix and allocates the rest. Returns
