@@ -80,15 +80,16 @@ bool Scheduler::waits_before(const Sequence* a, const Sequence* b, double now) c
 
 double Scheduler::predicted_prefill_s(int64_t n) const {
   const int64_t steps = (n + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
-  return step_time_scale_ * (static_cast<double>(steps) * config_.step_time.fixed_s +
-                             config_.step_time.per_token_s * static_cast<double>(n));
+  return step_time_scale() * (static_cast<double>(steps) * config_.step_time.fixed_s +
+                              config_.step_time.per_token_s * static_cast<double>(n));
 }
 
 void Scheduler::observe_step(int32_t num_tokens, double seconds) {
   const double predicted = config_.step_time.seconds(num_tokens);
   if (predicted <= 0 || num_tokens <= 0 || !(seconds > 0)) return;
   constexpr double kWeight = 0.05;
-  step_time_scale_ = std::clamp((1 - kWeight) * step_time_scale_ + kWeight * (seconds / predicted), 0.5, 4.0);
+  step_time_scale_.store(std::clamp((1 - kWeight) * step_time_scale() + kWeight * (seconds / predicted), 0.5, 4.0),
+                         std::memory_order_relaxed);
 }
 
 int64_t Scheduler::num_queued_prefill_tokens() const {
@@ -117,7 +118,7 @@ int32_t Scheduler::tpot_budget(int32_t budget) const {
   if (tpot == 0 || t.per_token_s <= 0) return budget;
   // Sarathi-Serve: the most tokens a step may batch and still end in time
   // (5% headroom: the model's predictions are not exact).
-  const double fits = (0.95 * tpot / step_time_scale_ - t.fixed_s) / t.per_token_s;
+  const double fits = (0.95 * tpot / step_time_scale() - t.fixed_s) / t.per_token_s;
   const auto cap = static_cast<int32_t>(std::clamp(fits, 0.0, static_cast<double>(budget)));
   return std::max(cap, std::min(num_decodes, budget));
 }

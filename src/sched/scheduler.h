@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <vector>
 
@@ -119,7 +120,7 @@ class Scheduler {
   // predictions: a machine slower than at start-up (a noisy neighbour)
   // gets smaller TPOT budgets and longer predicted prefills.
   void observe_step(int32_t num_tokens, double seconds);
-  double step_time_scale() const { return step_time_scale_; }
+  double step_time_scale() const { return step_time_scale_.load(std::memory_order_relaxed); }
 
   // SLO policy: predicted seconds until seq's first token if it ran alone
   // from now (its uncomputed tokens in budget-sized steps).
@@ -128,7 +129,7 @@ class Scheduler {
   // prefills (what a new request queues behind).
   int64_t num_queued_prefill_tokens() const;
   // Seconds to compute `num_tokens` prompt tokens in budget-sized steps
-  // (the step-time model; reads only the configuration).
+  // (the step-time model and its observed scale; safe from any thread).
   double predicted_prefill_s(int64_t num_tokens) const;
 
   int32_t num_waiting() const;
@@ -150,7 +151,9 @@ class Scheduler {
   // SLO policy: the step's token budget that keeps every running decode
   // with a TPOT target within it (at least one token per decode).
   int32_t tpot_budget(int32_t budget) const;
-  double step_time_scale_ = 1.0;
+  // Written by the engine thread, read by predicted_prefill_s, which
+  // AsyncEngine::submit calls from request threads (--slo-reject).
+  std::atomic<double> step_time_scale_{1.0};
   void preempt(Sequence* seq, SchedulerOutput& out);
   // Admits a waiting sequence within `budget` tokens when its blocks fit:
   // swaps it in, or shares its cached prefix and allocates the rest. Returns
