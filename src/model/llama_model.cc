@@ -495,9 +495,11 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
       for (int32_t i = 0; i < c.hidden_size; ++i) x[i] *= c.embed_scale;
     if (embd_norm_) kernels::layer_norm(x, embd_norm_, embd_norm_b_, x, c.hidden_size, c.rms_eps);
   }
-  // RoPE angles once per token and step, not per layer and tensor.
+  // RoPE angles once per token and step, not per layer and tensor (none
+  // without attention layers: mamba2, rwkv7).
   const bool any_sliding = c.sliding_window > 0 && c.swa_period > 1;
-  for (int k = 0; k < (any_sliding ? 2 : 1); ++k) {
+  const int num_angle_sets = c.num_kv_layers() == 0 || c.rope_dim == 0 ? 0 : any_sliding ? 2 : 1;
+  for (int k = 0; k < num_angle_sets; ++k) {
     auto& cs = ws_.rope_cs[k];
     if (cs.size() < static_cast<size_t>(n * c.rope_dim)) cs.resize(static_cast<size_t>(n * c.rope_dim));
     const kernels::RopeParams& rp = k == 1 ? rope_local_ : rope_global_;
