@@ -95,8 +95,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   int64_t block_bytes = ModelRunner::bytes_per_block(mc, rc);
   // State snapshots for prefix hits of recurrent models: a quarter of the KV
   // memory's worth (1 to 256), beside it.
-  int64_t state_bytes = 0;
-  for (int32_t il = 0; il < mc.num_layers; ++il) state_bytes += mc.recurrent_state_floats(il) * int64_t{sizeof(float)};
+  const int64_t state_bytes = mc.state_floats_per_seq() * int64_t{sizeof(float)};
   const auto state_snapshots =
       static_cast<int32_t>(state_bytes > 0 ? std::clamp<int64_t>(config.kv_cache_bytes / 4 / state_bytes, 1, 256) : 0);
   if (config.spec_method == SpecMethod::kLayerSkip) {
@@ -132,7 +131,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   // a state snapshot per finished sequence (a hit resumes from one).
   if (mc.has_recurrent_layers()) e->kv_manager_->enable_state_slots(config.enable_prefix_caching ? state_snapshots : 0);
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
-  e->recurrent_ = mc.has_recurrent_layers();
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
   e->kv_policy_ = config.sched.kv_policy;
   e->index_sensitive_ = mc.sliding_window > 0 || mc.has_attn_sinks;
@@ -211,7 +209,7 @@ Result<KvPolicy> Engine::resolve_kv_policy(const std::optional<KvPolicyRequest>&
   if (request->window) p.window = *request->window;
   p = with_default_window(p);
   PAGODA_RETURN_IF_ERROR(validate_kv_policy(p, index_sensitive_));
-  if (recurrent_ && !p.full())
+  if (model_config().has_recurrent_layers() && !p.full())
     return invalid_argument("kv_policy " + std::string(kv_policy_name(p.kind)) +
                             " evicts tokens, which this model's recurrent layers cannot forget");
   PAGODA_RETURN_IF_ERROR(check_kv_room(p, "kv_policy "));

@@ -173,7 +173,6 @@ class Engine : private DecodingHost {
   std::unique_ptr<ModelRunner> runner_;
   KvPolicy kv_policy_;            // the server's (config.sched.kv_policy)
   bool index_sensitive_ = false;  // sliding windows or attention sinks: no SnapKV/H2O
-  bool recurrent_ = false;        // recurrent layers: no KV eviction or speculation
   std::unique_ptr<KVCacheManager> kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, std::unique_ptr<Request>> requests_;

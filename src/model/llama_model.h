@@ -49,7 +49,7 @@ class LlamaModel {
   void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits,
                StateStorage* state = nullptr);
   // Floats of one sequence's recurrent state, all layers (0: none).
-  int64_t state_floats_per_seq() const { return state_offset_.empty() ? 0 : state_offset_.back(); }
+  int64_t state_floats_per_seq() const { return config_.state_floats_per_seq(); }
   // After forward(): the final-normed hidden state logits row r was computed
   // from ([hidden_size]; valid until the next forward).
   const float* output_hidden(int64_t r) const { return &ws_.h[static_cast<size_t>(r) * config_.hidden_size]; }
@@ -160,6 +160,9 @@ class LlamaModel {
   void rwkv7_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il);
   // The slice's state in layer il: the conv window, then the matrices.
   float* layer_state(const SeqSlice& s, StateStorage& state, int32_t il) const;
+  // layer_state, zeroed first when the slice starts its sequence; once per
+  // slice and layer, before any parallel pass over the state.
+  float* start_layer_state(const SeqSlice& s, StateStorage& state, int32_t il) const;
   // SnapKV and H2O after layer il's attention (model/kv_policies.cc), per
   // slice and KV head: H2O adds the slice's attention probabilities to its
   // rows' scores; with compress_to > 0 the head keeps compress_to rows
@@ -184,7 +187,7 @@ class LlamaModel {
   const float* rope_freqs_ = nullptr;
   kernels::RopeParams rope_global_, rope_local_;  // global and sliding-window layers
   std::vector<Layer> layers_;
-  std::vector<int64_t> state_offset_;           // per layer, its state's offset in a slot; back(): the slot's size
+  std::vector<int64_t> state_offset_;           // per layer, where its state ends in a slot
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
   int32_t num_row_scaled_ = 0;

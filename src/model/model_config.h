@@ -112,6 +112,12 @@ struct ModelConfig {
     if (layer_kind(layer) == LayerKind::kRwkv7) return int64_t{hidden_size} * (2 + rwkv_head_size);
     return int64_t{ssm_conv_kernel - 1} * ssm_conv_channels() + int64_t{ssm_inner_size} * ssm_state_size;
   }
+  // All layers' state of one sequence (0 without recurrent layers).
+  int64_t state_floats_per_seq() const {
+    int64_t n = 0;
+    for (int32_t il = 0; il < num_layers; ++il) n += recurrent_state_floats(il);
+    return n;
+  }
   bool is_sliding(int32_t layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
   }

@@ -41,8 +41,17 @@ void l2_normalize(float* x, int32_t n, float eps) {
   for (int32_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-// Recurrences of a step under this many multiply-adds run on one thread.
-constexpr int64_t kMinParallelRecurrenceMacs = 64 * 1024;
+// fn(ti, nt) over a step's (sequence, head) recurrences: on the pool, or on
+// the calling thread when they are under 64K multiply-adds (waking the pool
+// would cost more).
+template <class Fn>
+void run_recurrences(ThreadPool& pool, int64_t macs, const Fn& fn) {
+  if (macs < 64 * 1024) {
+    fn(0, 1);
+  } else {
+    pool.run(fn);
+  }
+}
 
 }  // namespace
 
@@ -50,6 +59,12 @@ float* LlamaModel::layer_state(const SeqSlice& s, StateStorage& state, int32_t i
   PAGODA_CHECK(s.state_slot >= 0);
   const int64_t size = config_.recurrent_state_floats(il);
   return state.slot(s.state_slot) + (state_offset_[static_cast<size_t>(il)] - size);
+}
+
+float* LlamaModel::start_layer_state(const SeqSlice& s, StateStorage& state, int32_t il) const {
+  float* p = layer_state(s, state, il);
+  if (s.kv_len == s.num_tokens) std::fill_n(p, config_.recurrent_state_floats(il), 0.0f);  // a new sequence
+  return p;
 }
 
 void LlamaModel::deltanet_layer(const ForwardBatch& batch, StateStorage& state, ThreadPool& pool, int32_t il) {
@@ -74,8 +89,7 @@ void LlamaModel::deltanet_layer(const ForwardBatch& batch, StateStorage& state, 
   // Conv (sequential per slice: its window), silu, q/k L2 norms, the gates.
   std::vector<float> conv_out(static_cast<size_t>(ch));
   for (const SeqSlice& s : batch.seqs) {
-    float* window = layer_state(s, state, il);
-    if (s.kv_len == s.num_tokens) std::fill_n(window, c.recurrent_state_floats(il), 0.0f);  // a new sequence
+    float* window = start_layer_state(s, state, il);
     for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
       float* u = &ws_.mix[t * ch];
       conv_step(window, l.ssm_conv, kc, ch, u, conv_out.data());
@@ -130,11 +144,7 @@ void LlamaModel::deltanet_layer(const ForwardBatch& batch, StateStorage& state, 
       }
     }
   };
-  if (n * int64_t{nv} * dk * dv * 3 < kMinParallelRecurrenceMacs) {
-    run(0, 1);
-  } else {
-    pool.run(run);
-  }
+  run_recurrences(pool, n * int64_t{nv} * dk * dv * 3, run);
   kernels::matmul(l.ssm_out, ws_.mix_out.data(), inner, n, ws_.h.data(), hs, pool);
   kernels::add_inplace(ws_.x.data(), ws_.h.data(), n * hs);
 }
@@ -152,8 +162,7 @@ void LlamaModel::mamba2_layer(const ForwardBatch& batch, StateStorage& state, Th
   kernels::matmul(l.ssm_in, ws_.h.data(), hs, n, ws_.mix.data(), width, pool);  // [z, xBC, dt] per token
   std::vector<float> conv_out(static_cast<size_t>(ch));
   for (const SeqSlice& s : batch.seqs) {
-    float* window = layer_state(s, state, il);
-    if (s.kv_len == s.num_tokens) std::fill_n(window, c.recurrent_state_floats(il), 0.0f);  // a new sequence
+    float* window = start_layer_state(s, state, il);
     for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
       float* xbc = &ws_.mix[t * width + inner];
       conv_step(window, l.ssm_conv, kc, ch, xbc, conv_out.data());
@@ -192,11 +201,7 @@ void LlamaModel::mamba2_layer(const ForwardBatch& batch, StateStorage& state, Th
       }
     }
   };
-  if (n * int64_t{inner} * ds * 2 < kMinParallelRecurrenceMacs) {
-    run(0, 1);
-  } else {
-    pool.run(run);
-  }
+  run_recurrences(pool, n * int64_t{inner} * ds * 2, run);
   // y * silu(z), RMSNorm per group of inner / ng channels.
   const int32_t gw = inner / ng;
   for (int64_t t = 0; t < n; ++t) {
@@ -225,8 +230,7 @@ void LlamaModel::rwkv7_layer(const ForwardBatch& batch, StateStorage& state, Thr
     kernels::layer_norm(&ws_.x[t * C], layers_[il].attn_norm, w.attn_norm_b, &ws_.h[t * C], C, c.rms_eps);
   ws_.mix.resize(sz * 6);
   for (const SeqSlice& s : batch.seqs) {
-    float* st = layer_state(s, state, il);
-    if (s.kv_len == s.num_tokens) std::fill_n(st, c.recurrent_state_floats(il), 0.0f);  // a new sequence
+    float* st = start_layer_state(s, state, il);
     for (int64_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
       const float* xa = &ws_.h[t * C];
       const float* prev = t == s.token_begin ? st : &ws_.h[(t - 1) * C];
@@ -316,11 +320,7 @@ void LlamaModel::rwkv7_layer(const ForwardBatch& batch, StateStorage& state, Thr
       }
     }
   };
-  if (n * int64_t{C} * hsz * 3 < kMinParallelRecurrenceMacs) {
-    run(0, 1);
-  } else {
-    pool.run(run);
-  }
+  run_recurrences(pool, n * int64_t{C} * hsz * 3, run);
   // GroupNorm per head, the bonus v * sum(k r r_k) per head, the gate.
   for (int64_t t = 0; t < n; ++t) {
     float* o = &ws_.mix_out[t * C];

@@ -146,10 +146,7 @@ TEST_P(ArchFixture, GreedyContinuationMatchesLlamaCpp) {
 // Recurrent architectures: n > 1 and beam search fork a sequence's state
 // (a child that started from a zeroed or shared state would diverge from
 // llama.cpp's greedy tokens), and what needs rollback or eviction is refused.
-class RecurrentArch : public ::testing::TestWithParam<std::string> {
- protected:
-  std::string dir() const { return "fixtures/arch/" + GetParam(); }
-};
+class RecurrentArch : public ArchFixture {};
 
 TEST_P(RecurrentArch, ForkedChoicesCopyTheState) {
   PAGODA_SKIP_WITHOUT_SHARED(dir() + "/model.gguf");
