@@ -72,6 +72,26 @@ void add_weight_options(CLI::App& app, WeightOptions* opts) {
                "(AVX-512 BF16; about 2x the F16 prefill rate; logits drift, see the README)");
 }
 
+void add_kv_tier_options(CLI::App& app, KvTierOptions* opts) {
+  app.add_option("--kv-host-size", opts->host_gib,
+                 "host-memory KV tier in GiB: blocks the prefix cache evicts are kept there (and move on to "
+                 "--kv-disk-dir when it fills); a prompt with that prefix loads them back (default 0: none)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--kv-disk-dir", opts->disk_dir,
+                 "disk KV tier: evicted prefix-cache blocks (and, at exit, the cached ones) are written there, "
+                 "one file per block keyed by its tokens and the model file, and loaded back by later prompts, "
+                 "also after a restart");
+  app.add_option("--kv-disk-size", opts->disk_gib, "the disk KV tier's size in GiB (default 10)")
+      ->check(CLI::Range(0.0, 1e6));
+}
+
+void apply_kv_tier_options(const KvTierOptions& opts, EngineConfig* cfg) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  cfg->kv_host_tier_bytes = static_cast<int64_t>(opts.host_gib * kGiB);
+  cfg->kv_disk_dir = opts.disk_dir;
+  cfg->kv_disk_bytes = static_cast<int64_t>(opts.disk_gib * kGiB);
+}
+
 DType kv_dtype(const std::string& name) {
   if (name == "f16") return DType::kF16;
   if (name == "q8" || name == "q8_0") return DType::kQ8_0;

@@ -37,6 +37,17 @@ struct WeightOptions {
 };
 void add_weight_options(CLI::App& app, WeightOptions* opts);
 
+// Tiered KV below the prefix cache: --kv-host-size GiB (a host-memory
+// tier), --kv-disk-dir DIR and --kv-disk-size GiB (a disk tier that
+// survives restarts).
+struct KvTierOptions {
+  double host_gib = 0;
+  std::string disk_dir;
+  double disk_gib = 10;
+};
+void add_kv_tier_options(CLI::App& app, KvTierOptions* opts);
+void apply_kv_tier_options(const KvTierOptions& opts, EngineConfig* cfg);
+
 // --kv-policy full|streaming|snapkv|h2o, --kv-sinks S, --kv-window W,
 // --kv-budget B: which tokens a sequence keeps in the KV cache
 // (sched/kv_policy.h).

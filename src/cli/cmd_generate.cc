@@ -53,6 +53,8 @@ int cmd_generate(int argc, char** argv) {
   add_kv_dtype_option(app, &kv_type);
   WeightOptions weights;
   add_weight_options(app, &weights);
+  KvTierOptions tiers;
+  add_kv_tier_options(app, &tiers);
   app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
   app.add_option("--top-p", sp.top_p, "top-p");
@@ -84,6 +86,7 @@ int cmd_generate(int argc, char** argv) {
   cfg.kv_cache_dtype = kv_dtype(kv_type);
   cfg.pack_cache_dir = weights.pack_cache;
   cfg.bf16_dot = weights.bf16_dot;
+  apply_kv_tier_options(tiers, &cfg);
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
@@ -115,10 +118,13 @@ int cmd_generate(int argc, char** argv) {
   int64_t n_generated = 0;
   int32_t peak_blocks = 0;  // KV blocks held by the sequence (and not evictable), at most
   const auto t0 = std::chrono::steady_clock::now();
+  double first_token_s = -1;
   while (e.has_unfinished()) {
     const auto outputs = e.step();
     peak_blocks = std::max(peak_blocks, e.kv_manager().num_blocks() - e.kv_manager().num_available_blocks());
     for (const auto& o : outputs) {
+      if (first_token_s < 0 && !o.new_tokens.empty())
+        first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       n_generated += static_cast<int64_t>(o.new_tokens.size());
       std::fwrite(o.text.data(), 1, o.text.size(), stdout);
     }
@@ -135,6 +141,17 @@ int cmd_generate(int argc, char** argv) {
                st.decode_seconds > 0 ? st.num_decode_tokens_computed / st.decode_seconds : 0.0);
   std::fprintf(stderr, "total:   %lld tokens generated in %.3f s (%.2f tok/s)\n", static_cast<long long>(n_generated),
                total, total > 0 ? n_generated / total : 0.0);
+  std::fprintf(stderr, "first token after %.3f s (%lld of %lld prompt tokens from the prefix cache)\n", first_token_s,
+               static_cast<long long>(st.num_cached_prompt_tokens), static_cast<long long>(st.num_prompt_tokens));
+  if (!cfg.kv_disk_dir.empty() || cfg.kv_host_tier_bytes > 0) {
+    const KVTierStats ts = e.kv_tier_stats();
+    std::fprintf(stderr,
+                 "KV tiers: %lld blocks loaded (%lld from host memory, %lld from disk), %lld spilled, %lld damaged "
+                 "files rejected, disk holds %lld blocks\n",
+                 static_cast<long long>(ts.host_hits + ts.disk_hits), static_cast<long long>(ts.host_hits),
+                 static_cast<long long>(ts.disk_hits), static_cast<long long>(ts.spills),
+                 static_cast<long long>(ts.disk_corrupt), static_cast<long long>(ts.disk_blocks));
+  }
   std::fprintf(stderr, "KV cache: at most %d blocks of %d tokens held (%.2f MiB, %s, --kv-policy %s)\n", peak_blocks,
                cfg.block_size, peak_blocks * cfg.block_size * e.kv_bytes_per_token() / (1024.0 * 1024.0),
                kv_type.c_str(), kv_policy.policy.c_str());

@@ -54,6 +54,8 @@ int cmd_serve(int argc, char** argv) {
   add_kv_dtype_option(app, &kv_type);
   WeightOptions weights;
   add_weight_options(app, &weights);
+  KvTierOptions tiers;
+  add_kv_tier_options(app, &tiers);
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
@@ -148,6 +150,7 @@ int cmd_serve(int argc, char** argv) {
   cfg.kv_cache_dtype = kv_dtype(kv_type);
   cfg.pack_cache_dir = weights.pack_cache;
   cfg.bf16_dot = weights.bf16_dot;
+  apply_kv_tier_options(tiers, &cfg);
   apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;

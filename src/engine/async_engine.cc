@@ -167,6 +167,8 @@ void AsyncEngine::loop() {
       snap.num_cache_evictions = pc->num_evictions();
     }
     snap.stats = engine_->stats();
+    snap.kv_tiers = kv.tiers() != nullptr;
+    snap.kv_tier = engine_->kv_tier_stats();
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& o : outs) {
       auto it = streams_.find(o.id);

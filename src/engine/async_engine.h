@@ -53,6 +53,8 @@ struct EngineSnapshot {
   int32_t num_cached_blocks = 0;   // blocks held by the prefix cache
   int64_t num_cache_evictions = 0;
   int64_t num_queued_prefill_tokens = 0;  // prompt tokens still to compute (SLO admission)
+  bool kv_tiers = false;                  // --kv-disk-dir / --kv-host-size
+  KVTierStats kv_tier;
   EngineStats stats;
 };
 

@@ -1,7 +1,13 @@
 #include "engine/engine.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -29,9 +35,62 @@ RunnerConfig runner_config(const EngineConfig& config) {
   return rc;
 }
 
+// The KV tiers' namespace: the model file's bytes (its size, its first MiB
+// — the header and metadata — and 64 pages spread over the tensor data) and
+// everything that shapes a block's bytes: the KV layers, heads, head size,
+// dtype and block size. Sampling keeps start-up fast on a 10 GB file; a
+// different model differs in its metadata or in the sampled weights.
+Result<BlockKey> kv_tier_namespace(const std::string& path, const ModelConfig& mc, const RunnerConfig& rc) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return invalid_argument("cannot read " + path + " to name its KV tier: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return invalid_argument("cannot stat " + path);
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  std::string bytes = "pagoda-kv-tiers 1|";
+  const ModelRunner::KVShape shape = ModelRunner::kv_shape(mc);
+  bytes += mc.arch + "|" + std::to_string(shape.num_layers) + "|" + std::to_string(shape.num_kv_heads) + "|" +
+           std::to_string(shape.head_dim) + "|" + std::to_string(static_cast<int>(rc.kv_cache_dtype)) + "|" +
+           std::to_string(rc.block_size) + "|" + std::to_string(size) + "|";
+  auto read_at = [&](uint64_t offset, uint64_t n) {
+    const size_t old = bytes.size();
+    bytes.resize(old + n);
+    const ssize_t got = ::pread(fd, bytes.data() + old, n, static_cast<off_t>(offset));
+    bytes.resize(old + static_cast<size_t>(std::max<ssize_t>(got, 0)));
+  };
+  constexpr uint64_t kHead = 1 << 20, kPage = 4096, kPages = 64;
+  read_at(0, std::min(size, kHead));
+  if (size > kHead + kPage)
+    for (uint64_t i = 0; i < kPages; ++i) read_at(kHead + (size - kHead - kPage) / (kPages - 1) * i, kPage);
+  ::close(fd);
+  return namespace_key(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+
 }  // namespace
 
-Engine::~Engine() = default;
+Engine::~Engine() { persist_kv_tiers(); }
+
+Status Engine::open_kv_tiers(const EngineConfig& config) {
+  KVTierOptions o;
+  o.host_bytes = config.kv_host_tier_bytes;
+  o.disk_dir = config.kv_disk_dir;
+  o.disk_bytes = config.kv_disk_bytes;
+  const RunnerConfig rc = runner_config(config);
+  PAGODA_ASSIGN_OR_RETURN(const BlockKey ns, kv_tier_namespace(file_->path(), model_config(), rc));
+  PAGODA_ASSIGN_OR_RETURN(kv_tiers_, KVTiers::open(o, ns, rc.block_size, runner_->kv_storage().bytes_per_block_all()));
+  kv_manager_->attach_tiers(kv_tiers_.get());
+  runner_->set_kv_tiers(kv_tiers_.get());
+  return Status::ok();
+}
+
+void Engine::persist_kv_tiers() {
+  if (!kv_tiers_ || !runner_ || !kv_manager_) return;
+  runner_->run_tier_copies();
+  kv_tiers_->flush_host();
+  kv_manager_->persist_cached_blocks(runner_->kv_storage());
+}
 
 double Engine::now() const { return steady_seconds() - clock_origin_; }
 
@@ -69,6 +128,22 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
   if (!config.sched.kv_policy.full() && config.spec_method != SpecMethod::kNone)
     return invalid_argument("speculative decoding does not run with --kv-policy " +
                             std::string(kv_policy_name(config.sched.kv_policy.kind)) + " yet");
+  if (!config.kv_disk_dir.empty() || config.kv_host_tier_bytes != 0) {
+    if (!config.enable_prefix_caching)
+      return invalid_argument(
+          "the KV tiers (--kv-disk-dir, --kv-host-size) sit below the prefix cache: "
+          "run without --no-prefix-cache");
+    if (mc.has_recurrent_layers())
+      return invalid_argument("the KV tiers hold attention blocks only; recurrent layers (" + mc.arch +
+                              ") keep state snapshots instead: run without --kv-disk-dir/--kv-host-size");
+    if (config.spec_method == SpecMethod::kDraft || config.spec_method == SpecMethod::kLayerSkip)
+      return invalid_argument("the KV tiers do not hold a draft model's blocks yet: run --spec " +
+                              std::string(config.spec_method == SpecMethod::kDraft ? "draft" : "layer-skip") +
+                              " without --kv-disk-dir/--kv-host-size");
+    if (config.kv_host_tier_bytes < 0) return invalid_argument("--kv-host-size must not be negative");
+    if (!config.kv_disk_dir.empty() && config.kv_disk_bytes <= 0)
+      return invalid_argument("--kv-disk-size must be positive");
+  }
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
   shape.num_blocks = 1;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, shape));
@@ -182,6 +257,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   }
   if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
   if (e->spec_auto_ && medusa) e->profile_tree_fill();
+  if (!config.kv_disk_dir.empty() || config.kv_host_tier_bytes > 0) PAGODA_RETURN_IF_ERROR(e->open_kv_tiers(config));
   e->slo_reject_ = config.slo_reject;
   if (config.sched.policy == SchedPolicy::kSlo && config.sched.step_time.per_token_s <= 0)
     e->profile_slo_step_time(config.sched.max_num_batched_tokens);

@@ -67,6 +67,13 @@ struct EngineConfig {
   std::string pack_cache_dir;
   // --bf16-dot: F16/BF16 weights on the BF16 dot-product path (not exact).
   bool bf16_dot = false;
+  // Tiered KV below the prefix cache (kv/kv_tiers.h): blocks it evicts go
+  // to a host-memory tier of kv_host_tier_bytes (--kv-host-size) and/or a
+  // disk tier in kv_disk_dir of kv_disk_bytes (--kv-disk-dir/-size) that
+  // outlives the process; a prompt continuing them loads them back.
+  int64_t kv_host_tier_bytes = 0;
+  std::string kv_disk_dir;
+  int64_t kv_disk_bytes = int64_t{10} << 30;
 };
 
 // --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when
@@ -100,6 +107,8 @@ class Engine : private DecodingHost {
   const KVCacheManager& kv_manager() const { return *kv_manager_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineStats& stats() const { return stats_.stats(); }
+  // Tiered KV's counters (all zero without tiers).
+  KVTierStats kv_tier_stats() const { return kv_tiers_ ? kv_tiers_->stats() : KVTierStats{}; }
   int32_t max_model_len() const { return max_model_len_; }
   // --slo-reject: requests whose predicted TTFT exceeds their target are
   // refused at admission (AsyncEngine::submit, where a caller can be told
@@ -134,6 +143,11 @@ class Engine : private DecodingHost {
  private:
   Engine() = default;
   static Status validate_config(const ModelConfig& mc, const EngineConfig& config);
+  // Opens the KV tiers and attaches them to the manager and runner.
+  Status open_kv_tiers(const EngineConfig& config);
+  // At destruction: staged copies run, then the host tier and the prefix
+  // cache's blocks go to disk.
+  void persist_kv_tiers();
   // A bounded policy's sequence must fit the pool alone; `what` starts the error.
   Status check_kv_room(const KvPolicy& p, const std::string& what) const;
   void profile_step_cost(int32_t max_num_batched_tokens);
@@ -168,6 +182,7 @@ class Engine : private DecodingHost {
   void record_grammar_mask(double seconds) override { stats_.record_grammar_mask(seconds); }
 
   std::unique_ptr<gguf::GGUFFile> file_;
+  std::unique_ptr<KVTiers> kv_tiers_;  // null without tiers; outlives the manager and runner using it
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<grammar::TokenVocab> grammar_vocab_;  // built by the first constrained request
   std::unique_ptr<ModelRunner> runner_;

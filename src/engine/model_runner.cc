@@ -133,6 +133,7 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
 }
 
 std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheManager& kv) {
+  run_tier_copies();  // spills before anything reuses an evicted block; loads before anything reads one
   copy_blocks(out);
   build_batch(out, kv);
   logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(config().vocab_size));

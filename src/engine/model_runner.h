@@ -72,6 +72,12 @@ class ModelRunner {
   // parent's state.
   bool has_recurrent_state() const { return state_ != nullptr; }
   void copy_state(int32_t src_slot, int32_t dst_slot) { state_->copy(src_slot, dst_slot); }
+  // Tiered KV: execute() first runs the tiers' staged spills and loads
+  // (KVTiers::run_pending); run_tier_copies() runs them now (at shutdown).
+  void set_kv_tiers(KVTiers* tiers) { tiers_ = tiers; }
+  void run_tier_copies() {
+    if (tiers_ && tiers_->has_pending()) tiers_->run_pending(*kv_storage_);
+  }
   // Bytes of one sequence's recurrent state (0 without recurrent layers).
   int64_t state_bytes_per_seq() const { return model_->state_floats_per_seq() * int64_t{sizeof(float)}; }
 
@@ -113,6 +119,7 @@ class ModelRunner {
   std::unique_ptr<KVStorage> kv_storage_;
   std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
   std::unique_ptr<StateStorage> state_;      // recurrent layers' state; null without them
+  KVTiers* tiers_ = nullptr;                 // tiered KV; not owned
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<int32_t> tree_depth_;  // build_batch's scratch for a tree of drafts

@@ -420,7 +420,10 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
 
 void KVCacheManager::enable_prefix_cache(bool on) {
   if (on && !prefix_) prefix_ = std::make_unique<PrefixCache>(pool_, block_size_);
-  if (!on) prefix_.reset();
+  if (!on) {
+    prefix_.reset();
+    tiers_ = nullptr;
+  }
 }
 
 int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t> tokens) {
@@ -453,6 +456,54 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
     pending_state_copies_.push_back({snap.slot, st.state_slot});
   }
   return st.num_tokens;
+}
+
+void KVCacheManager::attach_tiers(KVTiers* tiers) {
+  PAGODA_CHECK(prefix_ != nullptr && !state_slots_ && seqs_.empty() && swapped_.empty());
+  PAGODA_CHECK(tiers->block_size() == block_size_);
+  tiers_ = tiers;
+  prefix_->set_root_key(tiers->root());
+  prefix_->set_evict_listener([tiers](BlockId block, const BlockKey& key, std::span<const int32_t> tokens) {
+    tiers->stage_spill(key, tokens, block);
+  });
+}
+
+int32_t KVCacheManager::restore_prefix(std::span<const int32_t> tokens) {
+  if (!tiers_ || !prefix_ || tokens.empty()) return 0;
+  const auto n = static_cast<int32_t>(tokens.size());
+  const int32_t limit = (n - 1) / block_size_;  // one token is left to compute
+  const int32_t cached = prefix_->num_cached_tokens(tokens) / block_size_;
+  if (cached >= limit || num_available_blocks() < num_blocks_for(n)) return 0;
+  auto block_tokens = [&](int32_t i) { return tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_); };
+  BlockKey key = tiers_->root();
+  for (int32_t i = 0; i < cached; ++i) key = chain_block_key(key, block_tokens(i));
+  if (!tiers_->contains(chain_block_key(key, block_tokens(cached)))) return 0;
+  // The cached path is held while restoring so that making room cannot evict it.
+  std::vector<BlockId> path = prefix_->match(tokens, cached);
+  for (BlockId b : path) incref(b);
+  int32_t restored = 0;
+  for (int32_t i = cached; i < limit; ++i) {
+    key = chain_block_key(key, block_tokens(i));
+    if (!tiers_->contains(key) || !ensure_free(1)) break;
+    const std::optional<BlockId> b = pool_.allocate();
+    PAGODA_CHECK(b.has_value());
+    if (!tiers_->stage_load(key, block_tokens(i), *b)) {
+      pool_.decref(*b);
+      break;
+    }
+    path.push_back(*b);
+    ++restored;
+  }
+  if (restored > 0) prefix_->insert(tokens.first(static_cast<size_t>(cached + restored) * block_size_), path);
+  for (BlockId b : path) decref(b);  // the restored blocks are the cache's alone now
+  return restored;
+}
+
+void KVCacheManager::persist_cached_blocks(const KVStorage& storage) {
+  if (!tiers_ || !prefix_) return;
+  prefix_->for_each_block([&](BlockId block, const BlockKey& key, std::span<const int32_t> tokens) {
+    tiers_->persist(key, tokens, storage, block);
+  });
 }
 
 int32_t KVCacheManager::num_cached_prefix_tokens(std::span<const int32_t> tokens) const {

@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 #include "kv/block_pool.h"
+#include "kv/kv_tiers.h"
 #include "kv/prefix_cache.h"
 
 namespace pagoda {
@@ -203,6 +204,24 @@ class KVCacheManager {
   void cache_finished(SeqId seq, std::span<const int32_t> tokens);
   const PrefixCache* prefix_cache() const { return prefix_.get(); }
 
+  // Tiered KV (kv/kv_tiers.h), below the prefix cache: once attached (with
+  // the prefix cache on, no state slots, before any sequence), every whole
+  // block the cache evicts is staged for a spill into the tiers, and
+  // restore_prefix refills the cache from them. `tiers` outlives this.
+  void attach_tiers(KVTiers* tiers);
+  KVTiers* tiers() const { return tiers_; }
+  // Before admitting a prompt: loads the whole blocks that continue its
+  // cached prefix from the tiers into fresh blocks held by the prefix cache
+  // (their bytes arrive with the next forward, KVTiers::run_pending), so
+  // acquire_cached_prefix then shares them like any cached block. Leaves one
+  // token to compute; stops at the first block no tier holds or a damaged
+  // one. Skipped unless the pool could hold the whole prompt (no thrashing).
+  // Returns the number of blocks restored.
+  int32_t restore_prefix(std::span<const int32_t> tokens);
+  // At shutdown: every whole block the prefix cache holds goes to the disk
+  // tier (what a restart will find).
+  void persist_cached_blocks(const KVStorage& storage);
+
   // Read-only: every reference change goes through this class, which keeps
   // the prefix cache's evictable counts current.
   const BlockPool& pool() const { return pool_; }
@@ -256,6 +275,7 @@ class KVCacheManager {
   std::vector<Snapshot> snapshots_;
   uint64_t snapshot_clock_ = 0;
   std::vector<StateCopy> pending_state_copies_;
+  KVTiers* tiers_ = nullptr;
 };
 
 }  // namespace pagoda

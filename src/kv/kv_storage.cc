@@ -136,6 +136,26 @@ Status KVStorage::enable_scores() {
   return Status::ok();
 }
 
+void KVStorage::read_block(BlockId block, uint8_t* out) const {
+  PAGODA_CHECK(block.value >= 0 && block.value < num_blocks_);
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    std::memcpy(out, k_.get() + offset(l, block.value), block_bytes_);
+    std::memcpy(out + block_bytes_, v_.get() + offset(l, block.value), block_bytes_);
+    out += 2 * block_bytes_;
+  }
+}
+
+void KVStorage::write_block(BlockId block, const uint8_t* in) {
+  PAGODA_CHECK(block.value >= 0 && block.value < num_blocks_);
+  const size_t per_block = static_cast<size_t>(num_kv_heads_) * block_size_;
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    std::memcpy(k_.get() + offset(l, block.value), in, block_bytes_);
+    std::memcpy(v_.get() + offset(l, block.value), in + block_bytes_, block_bytes_);
+    in += 2 * block_bytes_;
+    if (scores_) std::memset(&score(l, 0, int64_t{block.value} * block_size_), 0, per_block * sizeof(float));
+  }
+}
+
 void KVStorage::copy_block(BlockId src_id, BlockId dst_id) {
   const int32_t src = src_id.value, dst = dst_id.value;
   PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);

@@ -82,6 +82,12 @@ class KVStorage {
   // the same shape (swapping between the device and host tiers).
   void copy_block_to(BlockId src, KVStorage& dst_storage, BlockId dst) const;
 
+  // A whole block, every layer, as one byte string (the KV tiers'
+  // payload): layer by layer, its K block then its V block.
+  size_t bytes_per_block_all() const { return 2 * block_bytes_ * static_cast<size_t>(num_layers_); }
+  void read_block(BlockId block, uint8_t* out) const;
+  void write_block(BlockId block, const uint8_t* in);
+
   // K + V bytes of one block over all layers.
   static size_t bytes_per_block(int32_t num_layers, int32_t block_size, int32_t num_kv_heads, int32_t head_dim,
                                 DType dtype = DType::kF32);

@@ -13,6 +13,7 @@ namespace pagoda {
 struct PrefixCache::Node {
   std::vector<int32_t> tokens;  // exactly block_size tokens (empty at the root)
   BlockId block;
+  BlockKey key;  // hash chain from the root's key (whole blocks only)
   Node* parent = nullptr;
   uint64_t last_access = 0;
   bool pinned = false;               // a sequence holds the block too
@@ -183,6 +184,7 @@ PrefixCache::Node* PrefixCache::add_child(Node* n, std::span<const int32_t> t, B
   auto node = std::make_unique<Node>();
   node->tokens.assign(t.begin(), t.end());
   node->block = block;
+  if (static_cast<int32_t>(t.size()) == block_size_) node->key = chain_block_key(n->key, t);
   node->parent = n;
   node->last_access = now;
   pool_.incref(block);
@@ -239,11 +241,27 @@ int32_t PrefixCache::evict(int32_t n) {
   while (freed < n && !lru_leaves_.empty()) {
     Node* x = lru_leaves_.begin()->second;
     PAGODA_DCHECK(!x->blocked() && pool_.ref_count(x->block) == 1);
+    if (on_evict_ && static_cast<int32_t>(x->tokens.size()) == block_size_) on_evict_(x->block, x->key, x->tokens);
     remove_leaf(x);
     ++freed;
     ++num_evictions_;
   }
   return freed;
+}
+
+void PrefixCache::set_root_key(const BlockKey& root) {
+  PAGODA_CHECK(num_nodes_ == 0);
+  root_->key = root;
+}
+
+void PrefixCache::for_each_block(const EvictListener& fn) const {
+  std::vector<const Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    const Node* x = stack.back();
+    stack.pop_back();
+    if (x != root_.get() && static_cast<int32_t>(x->tokens.size()) == block_size_) fn(x->block, x->key, x->tokens);
+    for (const auto& [h, c] : x->children) stack.push_back(c.get());
+  }
 }
 
 void PrefixCache::add_holders(std::vector<int32_t>& counts) const {
@@ -283,6 +301,8 @@ Status PrefixCache::check_invariants() const {
                             (x->children.empty() ? "" : " and children"));
     if (x->block.value < 0 || x->block.value >= pool_.num_blocks() || pool_.ref_count(x->block) < 1)
       return internal_error(name + ": a free or invalid block");
+    if (n_tokens == block_size_ && x->key != chain_block_key(x->parent->key, x->tokens))
+      return internal_error(name + ": hash-chain key out of date");
     if (seen[x->block.value]) return internal_error("block " + std::to_string(x->block.value) + " cached twice");
     seen[x->block.value] = true;
     if (node_of_block_[x->block.value] != x) return internal_error(name + ": block index out of date");

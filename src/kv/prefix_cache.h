@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <span>
@@ -26,6 +27,7 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "kv/block_key.h"
 #include "kv/block_pool.h"
 
 namespace pagoda {
@@ -85,6 +87,16 @@ class PrefixCache {
   int32_t num_cached_blocks() const { return num_nodes_; }
   int64_t num_evictions() const { return num_evictions_; }
 
+  // Tiered KV (kv/kv_tiers.h): every whole-block node carries its block's
+  // hash-chain key from `root` (set before anything is cached), and
+  // `on_evict` hears of each whole block evict() is about to free, with its
+  // key and tokens, while it still holds them.
+  using EvictListener = std::function<void(BlockId, const BlockKey&, std::span<const int32_t>)>;
+  void set_root_key(const BlockKey& root);
+  void set_evict_listener(EvictListener on_evict) { on_evict_ = std::move(on_evict); }
+  // Calls fn(block, key, tokens) for every whole-block node.
+  void for_each_block(const EvictListener& fn) const;
+
   // Adds one to counts[block] for every cached block (for ref checks).
   void add_holders(std::vector<int32_t>& counts) const;
   // Structure, and every incremental count against a recomputation.
@@ -120,6 +132,7 @@ class PrefixCache {
   uint64_t clock_ = 0;                // LRU time: bumped on every match/insert
   std::vector<Node*> node_of_block_;  // by block id; null when not cached
   std::set<LruKey> lru_leaves_;       // unpinned leaves by last access
+  EvictListener on_evict_;
 };
 
 }  // namespace pagoda

@@ -188,6 +188,9 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   // cached blocks nor offer their own.
   const KvPolicy& p = *seq->kv_policy;
   const bool compressing = p.h2o() || (p.snapkv() && seq->num_tokens() > p.budget);
+  // Blocks the KV tiers hold beyond the cached prefix come back into the
+  // prefix cache first (their bytes arrive before the forward).
+  if (!compressing) kv_.restore_prefix(seq->tokens);
   // Cached prefix tokens cost no budget: only uncached ones are counted.
   const int32_t cached = compressing ? 0 : kv_.num_cached_prefix_tokens(seq->tokens);
   const int32_t num_new = cap_new(seq, std::min(seq->num_tokens() - cached, budget));

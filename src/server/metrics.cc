@@ -107,6 +107,20 @@ std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerSta
         s.num_cached_blocks);
   counter("prefix_cache_evictions_total", "Blocks evicted from the prefix cache.",
           static_cast<double>(s.num_cache_evictions));
+  if (s.kv_tiers) {
+    const KVTierStats& t = s.kv_tier;
+    counter("kv_disk_hits", "KV blocks loaded back from the disk tier (--kv-disk-dir) instead of recomputed.",
+            static_cast<double>(t.disk_hits));
+    counter("kv_host_hits", "KV blocks loaded back from the host-memory tier (--kv-host-size).",
+            static_cast<double>(t.host_hits));
+    counter("kv_tier_spills_total", "Blocks evicted from the prefix cache and kept in a KV tier.",
+            static_cast<double>(t.spills));
+    counter("kv_disk_corrupt_total", "Disk-tier files rejected as damaged (size, header or checksum) and deleted.",
+            static_cast<double>(t.disk_corrupt));
+    gauge("kv_disk_blocks", "KV blocks held by the disk tier.", static_cast<double>(t.disk_blocks));
+    gauge("kv_disk_bytes", "Bytes of the disk tier's files.", static_cast<double>(t.disk_bytes));
+    gauge("kv_host_tier_blocks", "KV blocks held by the host-memory tier.", static_cast<double>(t.host_blocks));
+  }
   counter("num_preemptions_total", "Preemptions since start.", static_cast<double>(s.num_preemptions));
   counter("kv_evicted_tokens_total",
           "Cached tokens the KV policy dropped (--kv-policy streaming, snapkv, h2o), per sequence, since start.",

@@ -243,6 +243,32 @@ TEST(Cli, MakeModelThenGenerate) {
   std::filesystem::remove(path);
 }
 
+// --kv-disk-dir: the second run of a prompt loads its blocks from the disk
+// tier the first run left (at exit) and prints the same greedy text; a bad
+// tier size is a clear error.
+TEST(Cli, GenerateWithADiskKvTierReusesThePromptAfterARestart) {
+  namespace fs = std::filesystem;
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
+  const fs::path dir = fs::temp_directory_path() / ("pagoda_cli_kv_disk_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string prompt;
+  for (int i = 0; i < 8; ++i) prompt += "The little fox ran over the hill and saw a big tree. ";
+  const std::string args =
+      "generate -m " + model + " -p '" + prompt + "' -n 12 --temp 0 --ignore-eos --kv-disk-dir " + dir.string();
+  const auto a = run(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.err.find("0 from disk"), std::string::npos) << a.err;
+  const auto b = run(args);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_EQ(b.err.find(" 0 from disk"), std::string::npos) << b.err;  // some blocks came from disk
+  EXPECT_NE(b.err.find("from disk"), std::string::npos) << b.err;
+  const auto bad = run(args + " --kv-disk-size 0");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--kv-disk-size"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
 // --pack-cache: the first start writes one cache file, the second maps it
 // (the file is not rewritten) and both print the greedy text of a start
 // without the cache; --bf16-dot runs an F16 model end to end.

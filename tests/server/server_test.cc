@@ -297,5 +297,39 @@ TEST(ServerTemplate, ChatTemplateOverride) {
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
+// --kv-disk-dir: a prompt served before a restart is served from the disk
+// tier after it (kv_disk_hits in /metrics), with the same greedy text.
+TEST(ServerKvTiers, DiskHitsAfterARestartInMetrics) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pagoda-server-kv-disk-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TestServerOptions o;
+  o.kv_disk_dir = dir.string();
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "the same long document line " + std::to_string(i) + ". ";
+  const std::string req =
+      R"({"model":"tiny","prompt":")" + prompt + R"(","max_tokens":6,"temperature":0,"ignore_eos":true})";
+  std::string first;
+  {
+    TestServer s(o);
+    auto c = s.client();
+    auto r = post_json(c, "/v1/completions", req);
+    ASSERT_EQ(r->status, 200) << r->body;
+    first = body_json(r)["choices"][0]["text"];
+    EXPECT_EQ(metric(metrics_text(s), "pagoda:kv_disk_hits"), 0);
+  }
+  TestServer s(o);
+  auto c = s.client();
+  auto r = post_json(c, "/v1/completions", req);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body_json(r)["choices"][0]["text"], first);
+  const std::string m = metrics_text(s);
+  EXPECT_GT(metric(m, "pagoda:kv_disk_hits"), 10) << m;
+  EXPECT_GT(metric(m, "pagoda:kv_disk_blocks"), 10);
+  EXPECT_GT(metric(m, "pagoda:prefix_cache_hit_rate"), 0.5);
+  EXPECT_EQ(metric(m, "pagoda:kv_disk_corrupt_total"), 0);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pagoda::server::testing

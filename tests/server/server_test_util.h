@@ -30,7 +30,8 @@ struct TestServerOptions {
   std::string api_key;
   size_t max_body_bytes = 1 << 20;
   std::string chat_template;
-  std::string model;  // "": the tiny random model
+  std::string model;        // "": the tiny random model
+  std::string kv_disk_dir;  // a disk KV tier (--kv-disk-dir); "": none
 };
 
 class TestServer {
@@ -39,8 +40,21 @@ class TestServer {
     std::signal(SIGPIPE, SIG_IGN);
     SchedulerConfig sched;
     sched.max_num_seqs = o.max_num_seqs;
-    auto engine = pagoda::testing_util::make_engine(
-        o.model.empty() ? pagoda::testing_util::tiny_model_path("tiny", kTestCtx) : o.model, o.kv_bytes, 4, sched);
+    const std::string model = o.model.empty() ? pagoda::testing_util::tiny_model_path("tiny", kTestCtx) : o.model;
+    std::unique_ptr<Engine> engine;
+    if (o.kv_disk_dir.empty()) {
+      engine = pagoda::testing_util::make_engine(model, o.kv_bytes, 4, sched);
+    } else {
+      EngineConfig cfg;
+      cfg.num_threads = 1;
+      cfg.kv_cache_bytes = o.kv_bytes;
+      cfg.block_size = 4;
+      cfg.sched = sched;
+      cfg.kv_disk_dir = o.kv_disk_dir;
+      auto e = Engine::create(model, cfg);
+      EXPECT_TRUE(e.is_ok()) << e.status().message();
+      engine = std::move(e).value();
+    }
     engine_ = std::make_unique<AsyncEngine>(std::move(engine), o.max_queue);
     ServerConfig c;
     c.host = "127.0.0.1";
