@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config googletest libgtest-dev libgmock-dev
       libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
-      clang clang-format libclang-rt-14-dev python3 python3-numpy nodejs chromium)
+      clang clang-format libclang-rt-14-dev python3 python3-numpy nodejs chromium
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -92,6 +92,26 @@ void apply_kv_tier_options(const KvTierOptions& opts, EngineConfig* cfg) {
   cfg->kv_disk_bytes = static_cast<int64_t>(opts.disk_gib * kGiB);
 }
 
+void add_tp_option(CLI::App& app, int32_t* tp) {
+  app.add_option("--tp", *tp,
+                 "tensor parallelism over N MPI processes (mpirun -np N pagoda ...): each holds 1/N of the heads, "
+                 "FFN and vocabulary; rank 0 prints/serves (default 1)")
+      ->check(CLI::Range(1, 1024));
+}
+
+Result<dist::Comm*> start_tensor_parallel(int32_t tp) {
+  if (tp <= 1) return static_cast<dist::Comm*>(nullptr);
+  if (!dist::Comm::launched_by_mpirun())
+    return invalid_argument("--tp " + std::to_string(tp) + " runs under MPI: mpirun -np " + std::to_string(tp) +
+                            " pagoda ... --tp " + std::to_string(tp));
+  PAGODA_ASSIGN_OR_RETURN(dist::Comm * comm, dist::Comm::world());
+  if (comm->size() != tp)
+    return invalid_argument("--tp " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                            " MPI processes; this job has " + std::to_string(comm->size()) + " (mpirun -np " +
+                            std::to_string(tp) + ")");
+  return comm;
+}
+
 DType kv_dtype(const std::string& name) {
   if (name == "f16") return DType::kF16;
   if (name == "q8" || name == "q8_0") return DType::kQ8_0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "dist/comm.h"
 #include "engine/engine.h"
 
 namespace pagoda::cli {
@@ -47,6 +48,16 @@ struct KvTierOptions {
 };
 void add_kv_tier_options(CLI::App& app, KvTierOptions* opts);
 void apply_kv_tier_options(const KvTierOptions& opts, EngineConfig* cfg);
+
+// --tp N: tensor parallelism over the ranks of `mpirun -np N pagoda ...`.
+// start_tensor_parallel(N) returns null for N <= 1; otherwise initializes
+// MPI and checks that the job has exactly N processes. TpSession finalizes
+// MPI when it goes out of scope: declare it before the engine.
+void add_tp_option(CLI::App& app, int32_t* tp);
+Result<dist::Comm*> start_tensor_parallel(int32_t tp);
+struct TpSession {
+  ~TpSession() { dist::Comm::finalize(); }
+};
 
 // --kv-policy full|streaming|snapkv|h2o, --kv-sinks S, --kv-window W,
 // --kv-budget B: which tokens a sequence keeps in the KV cache

@@ -55,6 +55,8 @@ int cmd_generate(int argc, char** argv) {
   add_weight_options(app, &weights);
   KvTierOptions tiers;
   add_kv_tier_options(app, &tiers);
+  int32_t tp = 1;
+  add_tp_option(app, &tp);
   app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
   app.add_option("--top-p", sp.top_p, "top-p");
@@ -87,12 +89,20 @@ int cmd_generate(int argc, char** argv) {
   cfg.pack_cache_dir = weights.pack_cache;
   cfg.bf16_dot = weights.bf16_dot;
   apply_kv_tier_options(tiers, &cfg);
+  TpSession tp_session;  // MPI ends after the engine
+  auto comm = start_tensor_parallel(tp);
+  if (!comm) return fail("generate", comm.status().message());
+  cfg.comm = *comm;
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);
   if (!engine) {
     std::fprintf(stderr, "pagoda generate: error: %s\n", engine.status().message().c_str());
     return 1;
+  }
+  if (cfg.comm && cfg.comm->rank() != 0) {  // a tensor-parallel worker: rank 0 prints and decides
+    const Status st = (*engine)->run_tensor_parallel_worker();
+    return st.is_ok() ? 0 : fail("generate", st.message());
   }
   Engine& e = **engine;
   RequestSpec spec;

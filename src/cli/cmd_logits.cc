@@ -26,7 +26,12 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--ids", ids_text, "token ids separated by spaces or commas")->required();
   app.add_option("-o,--output", out_path, "output file (raw float32, n_tokens x n_vocab)")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  int32_t tp = 1;
+  add_tp_option(app, &tp);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  TpSession tp_session;
+  auto comm = start_tensor_parallel(tp);
+  if (!comm) return fail(comm.status().message());
 
   std::vector<int32_t> ids;
   for (char& ch : ids_text)
@@ -45,8 +50,12 @@ int cmd_logits(int argc, char** argv) {
     ids.push_back(static_cast<int32_t>(v));
   }
   if (ids.empty()) return fail("--ids holds no token id");
-  auto runner = make_logits_runner(model, static_cast<int32_t>(ids.size()), threads);
+  auto runner = make_logits_runner(model, static_cast<int32_t>(ids.size()), threads, *comm);
   if (!runner) return fail(runner.status().message());
+  if (*comm && (*comm)->rank() != 0) {
+    const Status st = runner->runner->serve_tensor_parallel();
+    return st.is_ok() ? 0 : fail(st.message());
+  }
   auto logits = prompt_logits(*runner->runner, ids);
   if (!logits) return fail(logits.status().message());
   FILE* f = std::fopen(out_path.c_str(), "wb");

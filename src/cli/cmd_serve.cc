@@ -56,6 +56,8 @@ int cmd_serve(int argc, char** argv) {
   add_weight_options(app, &weights);
   KvTierOptions tiers;
   add_kv_tier_options(app, &tiers);
+  int32_t tp = 1;
+  add_tp_option(app, &tp);
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
@@ -151,6 +153,10 @@ int cmd_serve(int argc, char** argv) {
   cfg.pack_cache_dir = weights.pack_cache;
   cfg.bf16_dot = weights.bf16_dot;
   apply_kv_tier_options(tiers, &cfg);
+  TpSession tp_session;  // MPI ends after the engine
+  auto comm = start_tensor_parallel(tp);
+  if (!comm) return fail("serve", comm.status().message());
+  cfg.comm = *comm;
   apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;
@@ -161,6 +167,10 @@ int cmd_serve(int argc, char** argv) {
   if (!engine) {
     std::fprintf(stderr, "pagoda serve: error: %s\n", engine.status().message().c_str());
     return 1;
+  }
+  if (cfg.comm && cfg.comm->rank() != 0) {  // a tensor-parallel worker: rank 0 prints and decides
+    const Status st = (*engine)->run_tensor_parallel_worker();
+    return st.is_ok() ? 0 : fail("serve", st.message());
   }
   AsyncEngine ae(std::move(engine).value(), max_queue);
   auto srv = server::Server::create(ae, sc);

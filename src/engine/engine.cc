@@ -32,6 +32,7 @@ RunnerConfig runner_config(const EngineConfig& config) {
   rc.kv_scores = config.sched.kv_policy.h2o();
   rc.pack_cache_dir = config.pack_cache_dir;
   rc.bf16_dot = config.bf16_dot;
+  rc.comm = config.comm;
   return rc;
 }
 
@@ -144,7 +145,21 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
     if (!config.kv_disk_dir.empty() && config.kv_disk_bytes <= 0)
       return invalid_argument("--kv-disk-size must be positive");
   }
+  if (config.comm != nullptr && config.comm->size() > 1) {
+    const std::string tp = "--tp " + std::to_string(config.comm->size());
+    if (config.spec_method != SpecMethod::kNone)
+      return invalid_argument(tp + ": speculative decoding does not run with tensor parallelism yet");
+    if (!config.kv_disk_dir.empty() || config.kv_host_tier_bytes != 0)
+      return invalid_argument(tp + ": the KV tiers do not run with tensor parallelism yet");
+    if (config.sched.kv_policy.snapkv() || config.sched.kv_policy.h2o())
+      return invalid_argument(tp + ": --kv-policy snapkv/h2o do not run with tensor parallelism yet");
+    if (config.sched.policy == SchedPolicy::kSlo && config.sched.step_time.per_token_s <= 0)
+      return invalid_argument(tp +
+                              ": --policy slo measures step times at start-up on one rank; "
+                              "not with tensor parallelism yet");
+  }
   RunnerConfig shape = runner_config(config);  // threads, block size, dtype; one block stands in for the sizes
+  shape.comm = nullptr;                        // the checks use the whole model's shape
   shape.num_blocks = 1;
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, shape));
   const int64_t block_bytes = ModelRunner::bytes_per_block(mc, shape);
@@ -191,6 +206,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(e->draft_, DraftModel::open(config.draft_model));
     PAGODA_RETURN_IF_ERROR(e->draft_->check_vocabulary(mc, *e->tokenizer_));
   }
+  // Tensor parallelism: each rank keeps 1/N of every block's KV heads.
+  if (config.comm != nullptr && config.comm->size() > 1) block_bytes /= config.comm->size();
   // The draft's rows live in the target's blocks: a block costs both.
   if (e->draft_) block_bytes += e->draft_->bytes_per_block(rc.block_size, rc.kv_cache_dtype);
   if (config.kv_cache_bytes < block_bytes)

@@ -74,6 +74,11 @@ struct EngineConfig {
   int64_t kv_host_tier_bytes = 0;
   std::string kv_disk_dir;
   int64_t kv_disk_bytes = int64_t{10} << 30;
+  // Tensor parallelism (--tp N under mpirun): every rank creates the engine
+  // with the same configuration; rank 0 schedules and samples, the others
+  // call run_tensor_parallel_worker(). kv_cache_bytes is per rank (each
+  // holds 1/N of every block's KV heads). Null or one rank: off.
+  dist::Comm* comm = nullptr;
 };
 
 // --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when
@@ -101,6 +106,9 @@ class Engine : private DecodingHost {
   // Runs one step; returns the outputs of every request that made progress.
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return scheduler_->has_unfinished(); }
+  // Tensor parallelism, ranks > 0: runs rank 0's steps on this rank's share
+  // of the model until rank 0's engine is destroyed.
+  Status run_tensor_parallel_worker() { return runner_->serve_tensor_parallel(); }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   const ModelConfig& model_config() const { return runner_->config(); }

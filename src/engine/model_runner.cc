@@ -33,9 +33,15 @@ Status ModelRunner::validate(const ModelConfig& model, const RunnerConfig& confi
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaModel> model,
                                                          const RunnerConfig& config) {
-  const ModelConfig& mc = model->config();
-  PAGODA_RETURN_IF_ERROR(validate(mc, config));
+  PAGODA_RETURN_IF_ERROR(validate(model->config(), config));
   std::unique_ptr<ModelRunner> r(new ModelRunner());
+  if (config.comm != nullptr && config.comm->size() > 1) {
+    dist::Comm* comm = config.comm;
+    PAGODA_RETURN_IF_ERROR(model->shard_tensor_parallel(comm->rank(), comm->size(),
+                                                        [comm](float* x, int64_t n) { comm->all_reduce_sum(x, n); }));
+    r->comm_ = comm;
+  }
+  const ModelConfig& mc = model->config();  // this rank's heads under tensor parallelism
   const KVShape shape = kv_shape(mc);
   auto storage = [&](int64_t num_blocks) {
     return KVStorage::create(shape.num_layers, static_cast<int32_t>(num_blocks), config.block_size, shape.num_kv_heads,
@@ -61,7 +67,14 @@ Status ModelRunner::enable_kv_scores() {
   return host_storage_ ? host_storage_->enable_scores() : Status::ok();
 }
 
-void ModelRunner::copy_blocks(const SchedulerOutput& out) {
+ModelRunner::~ModelRunner() {
+  if (comm_ && comm_->rank() == 0) {
+    tp_bytes_.clear();  // an empty step: the other ranks stop
+    comm_->broadcast(&tp_bytes_);
+  }
+}
+
+void ModelRunner::copy_blocks(const TpStep& out) {
   // Streaming eviction acts on the blocks as the last step left them.
   for (const BlockCopy& c : out.evict_cow) kv_storage_->copy_block(c.src, c.dst);
   if (!out.key_shifts.empty()) model_->shift_keys(out.key_shifts, *kv_storage_, *pool_);
@@ -70,8 +83,6 @@ void ModelRunner::copy_blocks(const SchedulerOutput& out) {
   for (const BlockCopy& c : out.swap_out) kv_storage_->copy_block_to(c.src, *host_storage_, c.dst);
   for (const BlockCopy& c : out.swap_in) host_storage_->copy_block_to(c.src, *kv_storage_, c.dst);
   for (const BlockCopy& c : out.cow) kv_storage_->copy_block(c.src, c.dst);
-  PAGODA_CHECK(out.state_copies.empty() || state_);
-  for (const StateCopy& c : out.state_copies) state_->copy(c.src, c.dst);
 }
 
 void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& kv) {
@@ -134,11 +145,63 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
 
 std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheManager& kv) {
   run_tier_copies();  // spills before anything reuses an evicted block; loads before anything reads one
-  copy_blocks(out);
+  TpStep& c = tp_step_;
+  c.evict_cow = out.evict_cow;
+  c.key_shifts = out.key_shifts;
+  c.swap_out = out.swap_out;
+  c.swap_in = out.swap_in;
+  c.cow = out.cow;
   build_batch(out, kv);
-  logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(config().vocab_size));
-  model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get());
+  if (comm_) {
+    encode_tp_step(c, batch_, block_size_, &tp_bytes_);
+    comm_->broadcast(&tp_bytes_);
+  }
+  copy_blocks(c);
+  PAGODA_CHECK(out.state_copies.empty() || state_);
+  for (const StateCopy& sc : out.state_copies) state_->copy(sc.src, sc.dst);
+  const auto rows = static_cast<int64_t>(batch_.logit_rows.size());
+  logits_.resize(static_cast<size_t>(rows) * config().vocab_size);
+  if (!comm_) {
+    model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get());
+    return logits_;
+  }
+  tp_local_.resize(static_cast<size_t>(rows) * model_->vocab_rows());
+  model_->forward(batch_, *kv_storage_, *pool_, tp_local_.data(), state_.get());
+  gather_logits(rows);
   return logits_;
+}
+
+void ModelRunner::gather_logits(int64_t rows) {
+  const int n = comm_->size();
+  const int64_t vocab = config().vocab_size;
+  std::vector<int64_t> counts(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) counts[static_cast<size_t>(r)] = rows * (vocab * (r + 1) / n - vocab * r / n);
+  if (comm_->rank() == 0) tp_gathered_.resize(static_cast<size_t>(rows * vocab));
+  comm_->gather(tp_local_, counts, tp_gathered_.data());
+  if (comm_->rank() != 0) return;
+  // [rank][row][its vocabulary slice] -> [row][vocabulary]
+  const float* src = tp_gathered_.data();
+  for (int r = 0; r < n; ++r) {
+    const int64_t v0 = vocab * r / n, nv = vocab * (r + 1) / n - v0;
+    for (int64_t row = 0; row < rows; ++row, src += nv) std::copy_n(src, nv, &logits_[row * vocab + v0]);
+  }
+}
+
+Status ModelRunner::serve_tensor_parallel() {
+  PAGODA_CHECK(comm_ && comm_->rank() != 0);
+  const int32_t host_blocks = host_storage_ ? host_storage_->num_blocks() : 0;
+  while (true) {
+    comm_->broadcast(&tp_bytes_);
+    if (tp_bytes_.empty()) return Status::ok();
+    PAGODA_RETURN_IF_ERROR(
+        decode_tp_step(tp_bytes_, block_size_, kv_storage_->num_blocks(), host_blocks, config().num_layers, &tp_step_));
+    copy_blocks(tp_step_);
+    const ForwardBatch& b = tp_step_.batch;
+    const auto rows = static_cast<int64_t>(b.logit_rows.size());
+    tp_local_.resize(static_cast<size_t>(rows) * model_->vocab_rows());
+    model_->forward(b, *kv_storage_, *pool_, tp_local_.data(), state_.get());
+    gather_logits(rows);
+  }
 }
 
 std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::span<const int32_t> sizes,

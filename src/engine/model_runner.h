@@ -17,6 +17,8 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "dist/comm.h"
+#include "engine/tp_step.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
@@ -40,6 +42,10 @@ struct RunnerConfig {
   std::string pack_cache_dir;
   // F16/BF16 matrices on the BF16 dot-product path (LlamaModel::use_bf16_dot).
   bool bf16_dot = false;
+  // Tensor parallelism over this process group (null or one rank: off):
+  // every rank holds its share of the weights and KV heads; rank 0's
+  // execute() sends each step to the others (serve_tensor_parallel).
+  dist::Comm* comm = nullptr;
 };
 
 class ModelRunner {
@@ -62,6 +68,14 @@ class ModelRunner {
     int32_t num_layers, num_kv_heads, head_dim;
   };
   static KVShape kv_shape(const ModelConfig& model);
+
+  ~ModelRunner();
+  // Tensor parallelism: ranks > 0 run this instead of execute(), until rank
+  // 0's runner is destroyed: each step's copies and forward over their
+  // share, the logits of their vocabulary slice gathered at rank 0. An error
+  // for a malformed step message.
+  Status serve_tensor_parallel();
+  int32_t tp_size() const { return comm_ ? comm_->size() : 1; }
 
   // Runs out's block copies, then one forward over out.scheduled. Returns
   // logits [rows][vocab_size]: for each scheduled sequence in order, its
@@ -111,7 +125,10 @@ class ModelRunner {
 
  private:
   ModelRunner() = default;
-  void copy_blocks(const SchedulerOutput& out);
+  void copy_blocks(const TpStep& c);
+  // Tensor parallelism: this rank's logits slice to rank 0, assembled there
+  // into logits_ ([rows][vocab_size]).
+  void gather_logits(int64_t rows);
   void build_batch(const SchedulerOutput& out, const KVCacheManager& kv);
 
   std::unique_ptr<LlamaModel> model_;
@@ -120,6 +137,10 @@ class ModelRunner {
   std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
   std::unique_ptr<StateStorage> state_;      // recurrent layers' state; null without them
   KVTiers* tiers_ = nullptr;                 // tiered KV; not owned
+  dist::Comm* comm_ = nullptr;               // tensor parallelism (size > 1); not owned
+  TpStep tp_step_;                           // the step's copies (and, at ranks > 0, its batch)
+  std::vector<uint8_t> tp_bytes_;
+  std::vector<float> tp_local_, tp_gathered_;
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<int32_t> tree_depth_;  // build_batch's scratch for a tree of drafts

@@ -7,13 +7,15 @@
 
 namespace pagoda {
 
-Result<LogitsRunner> make_logits_runner(const std::string& path, int32_t max_tokens, int32_t num_threads) {
+Result<LogitsRunner> make_logits_runner(const std::string& path, int32_t max_tokens, int32_t num_threads,
+                                        dist::Comm* comm) {
   auto file = gguf::GGUFFile::open(path);
   if (!file) return file.status();
   auto lm = LlamaModel::load(**file);
   if (!lm) return lm.status();
   RunnerConfig rc;
   rc.num_threads = num_threads;
+  rc.comm = comm;
   rc.num_blocks = (std::max(1, max_tokens) + rc.block_size - 1) / rc.block_size;
   auto runner = ModelRunner::create(std::move(*lm), rc);
   if (!runner) return runner.status();

@@ -407,6 +407,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     });
   observe(il, LinearInput::kAttnOut, ws_.attn.data(), c.q_dim(), n);
   kernels::matmul(l.wo, ws_.attn.data(), c.q_dim(), n, ws_.h.data(), c.hidden_size, pool);
+  if (all_reduce_) all_reduce_(ws_.h.data(), n * c.hidden_size);  // tensor parallelism: sum the heads' shares
   for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* h = &ws_.h[t * c.hidden_size];
@@ -536,6 +537,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     });
     observe(il, LinearInput::kFfnDown, ws_.gate.data(), c.ffn_size, n);
     kernels::matmul(l.w_down, ws_.gate.data(), c.ffn_size, n, ws_.h.data(), c.hidden_size, pool);
+    if (all_reduce_) all_reduce_(ws_.h.data(), n * c.hidden_size);
     for_tokens(pool, n, c.hidden_size, [&](int64_t t0, int64_t t1) {
       if (l.ffn_post_norm)
         for (int64_t t = t0; t < t1; ++t)
@@ -555,11 +557,11 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     }
   }
   observe(-1, LinearInput::kOutput, ws_.h.data(), c.hidden_size, rows);
-  kernels::matmul(output_, ws_.h.data(), c.hidden_size, rows, logits, c.vocab_size, pool);
+  kernels::matmul(output_, ws_.h.data(), c.hidden_size, rows, logits, output_.n_out, pool);
 }
 
 void LlamaModel::project_output(const float* hidden, int64_t rows, float* logits, ThreadPool& pool) const {
-  kernels::matmul(output_, hidden, config_.hidden_size, rows, logits, config_.vocab_size, pool);
+  kernels::matmul(output_, hidden, config_.hidden_size, rows, logits, output_.n_out, pool);
 }
 
 }  // namespace pagoda

@@ -82,6 +82,21 @@ class LlamaModel {
   // (WeightView::bf16_dot); before repack(). Returns how many. A no-op
   // where the active ISA has no such kernel (a message says so).
   int32_t use_bf16_dot();
+  // Tensor parallelism (Megatron-LM; model/tensor_parallel.cc): keeps rank
+  // `rank` of `size`'s share of the weights — its query heads and KV heads
+  // (GQA groups whole: size must divide the KV heads), its columns of the
+  // FFN's gate/up and rows of down, its rows of attn_output's input, its
+  // slice of the vocabulary in the output matrix — and sums the partial
+  // outputs of attn_output and ffn_down over the ranks with `all_reduce`
+  // (in place, n floats). Row slices point into the file; column slices of
+  // attn_output and ffn_down are copied. After it, config() describes this
+  // rank's heads and FFN and forward() writes logits of the vocabulary rows
+  // [vocab_begin, vocab_begin + vocab_rows) ([rows][vocab_rows]). Call once,
+  // before repack(). Dense attention models only: a clear error otherwise.
+  Status shard_tensor_parallel(int32_t rank, int32_t size, std::function<void(float*, int64_t)> all_reduce);
+  int32_t vocab_begin() const { return vocab_begin_; }
+  int32_t vocab_rows() const { return static_cast<int32_t>(output_.n_out); }
+
   // Whether repack() mapped a pack cache file.
   bool packed_from_cache() const { return packed_.from_cache(); }
 
@@ -193,6 +208,9 @@ class LlamaModel {
   int32_t num_row_scaled_ = 0;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
+  int32_t vocab_begin_ = 0;                             // tensor parallelism: this rank's first logit
+  std::function<void(float*, int64_t)> all_reduce_;     // tensor parallelism: sums partial outputs
+  std::vector<std::unique_ptr<uint8_t[]>> tp_columns_;  // column slices of attn_output / ffn_down
 };
 
 }  // namespace pagoda
