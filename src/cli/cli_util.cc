@@ -92,23 +92,28 @@ void apply_kv_tier_options(const KvTierOptions& opts, EngineConfig* cfg) {
   cfg->kv_disk_bytes = static_cast<int64_t>(opts.disk_gib * kGiB);
 }
 
-void add_tp_option(CLI::App& app, int32_t* tp) {
+void add_tp_option(CLI::App& app, int32_t* tp, int32_t* pp) {
   app.add_option("--tp", *tp,
                  "tensor parallelism over N MPI processes (mpirun -np N pagoda ...): each holds 1/N of the heads, "
                  "FFN and vocabulary; rank 0 prints/serves (default 1)")
       ->check(CLI::Range(1, 1024));
+  app.add_option("--pp", *pp,
+                 "pipeline parallelism: M stages of contiguous layers, hidden states passed stage to stage in "
+                 "micro-batches (with --tp N: mpirun -np N*M; default 1)")
+      ->check(CLI::Range(1, 1024));
 }
 
-Result<dist::Comm*> start_tensor_parallel(int32_t tp) {
-  if (tp <= 1) return static_cast<dist::Comm*>(nullptr);
+Result<dist::Comm*> start_tensor_parallel(int32_t tp, int32_t pp) {
+  const int32_t np = tp * pp;
+  if (np <= 1) return static_cast<dist::Comm*>(nullptr);
+  const std::string flags = (tp > 1 ? "--tp " + std::to_string(tp) : std::string()) + (tp > 1 && pp > 1 ? " " : "") +
+                            (pp > 1 ? "--pp " + std::to_string(pp) : std::string());
   if (!dist::Comm::launched_by_mpirun())
-    return invalid_argument("--tp " + std::to_string(tp) + " runs under MPI: mpirun -np " + std::to_string(tp) +
-                            " pagoda ... --tp " + std::to_string(tp));
+    return invalid_argument(flags + " runs under MPI: mpirun -np " + std::to_string(np) + " pagoda ... " + flags);
   PAGODA_ASSIGN_OR_RETURN(dist::Comm * comm, dist::Comm::world());
-  if (comm->size() != tp)
-    return invalid_argument("--tp " + std::to_string(tp) + " needs " + std::to_string(tp) +
-                            " MPI processes; this job has " + std::to_string(comm->size()) + " (mpirun -np " +
-                            std::to_string(tp) + ")");
+  if (comm->size() != np)
+    return invalid_argument(flags + " needs " + std::to_string(np) + " MPI processes; this job has " +
+                            std::to_string(comm->size()) + " (mpirun -np " + std::to_string(np) + ")");
   return comm;
 }
 

@@ -53,8 +53,10 @@ void apply_kv_tier_options(const KvTierOptions& opts, EngineConfig* cfg);
 // start_tensor_parallel(N) returns null for N <= 1; otherwise initializes
 // MPI and checks that the job has exactly N processes. TpSession finalizes
 // MPI when it goes out of scope: declare it before the engine.
-void add_tp_option(CLI::App& app, int32_t* tp);
-Result<dist::Comm*> start_tensor_parallel(int32_t tp);
+// --pp M: pipeline stages (layers split in M contiguous parts), with --tp
+// N inside each: mpirun -np N*M.
+void add_tp_option(CLI::App& app, int32_t* tp, int32_t* pp);
+Result<dist::Comm*> start_tensor_parallel(int32_t tp, int32_t pp = 1);
 struct TpSession {
   ~TpSession() { dist::Comm::finalize(); }
 };

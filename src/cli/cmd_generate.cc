@@ -55,8 +55,8 @@ int cmd_generate(int argc, char** argv) {
   add_weight_options(app, &weights);
   KvTierOptions tiers;
   add_kv_tier_options(app, &tiers);
-  int32_t tp = 1;
-  add_tp_option(app, &tp);
+  int32_t tp = 1, pp = 1;
+  add_tp_option(app, &tp, &pp);
   app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
   app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
   app.add_option("--top-p", sp.top_p, "top-p");
@@ -90,9 +90,10 @@ int cmd_generate(int argc, char** argv) {
   cfg.bf16_dot = weights.bf16_dot;
   apply_kv_tier_options(tiers, &cfg);
   TpSession tp_session;  // MPI ends after the engine
-  auto comm = start_tensor_parallel(tp);
+  auto comm = start_tensor_parallel(tp, pp);
   if (!comm) return fail("generate", comm.status().message());
   cfg.comm = *comm;
+  cfg.pp = pp;
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);

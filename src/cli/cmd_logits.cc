@@ -26,11 +26,11 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--ids", ids_text, "token ids separated by spaces or commas")->required();
   app.add_option("-o,--output", out_path, "output file (raw float32, n_tokens x n_vocab)")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
-  int32_t tp = 1;
-  add_tp_option(app, &tp);
+  int32_t tp = 1, pp = 1;
+  add_tp_option(app, &tp, &pp);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   TpSession tp_session;
-  auto comm = start_tensor_parallel(tp);
+  auto comm = start_tensor_parallel(tp, pp);
   if (!comm) return fail(comm.status().message());
 
   std::vector<int32_t> ids;
@@ -50,7 +50,7 @@ int cmd_logits(int argc, char** argv) {
     ids.push_back(static_cast<int32_t>(v));
   }
   if (ids.empty()) return fail("--ids holds no token id");
-  auto runner = make_logits_runner(model, static_cast<int32_t>(ids.size()), threads, *comm);
+  auto runner = make_logits_runner(model, static_cast<int32_t>(ids.size()), threads, *comm, pp);
   if (!runner) return fail(runner.status().message());
   if (*comm && (*comm)->rank() != 0) {
     const Status st = runner->runner->serve_tensor_parallel();

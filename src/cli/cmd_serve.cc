@@ -56,8 +56,8 @@ int cmd_serve(int argc, char** argv) {
   add_weight_options(app, &weights);
   KvTierOptions tiers;
   add_kv_tier_options(app, &tiers);
-  int32_t tp = 1;
-  add_tp_option(app, &tp);
+  int32_t tp = 1, pp = 1;
+  add_tp_option(app, &tp, &pp);
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
   SpecOptions spec_opts;
@@ -154,9 +154,10 @@ int cmd_serve(int argc, char** argv) {
   cfg.bf16_dot = weights.bf16_dot;
   apply_kv_tier_options(tiers, &cfg);
   TpSession tp_session;  // MPI ends after the engine
-  auto comm = start_tensor_parallel(tp);
+  auto comm = start_tensor_parallel(tp, pp);
   if (!comm) return fail("serve", comm.status().message());
   cfg.comm = *comm;
+  cfg.pp = pp;
   apply_spec_options(spec_opts, &cfg);
   cfg.block_size = block_size;
   cfg.sched = sched;

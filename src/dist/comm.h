@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -40,10 +41,22 @@ class Comm {
   // Ends every rank's process (an unrecoverable error on one rank).
   [[noreturn]] void abort(int code);
 
+  // The ranks with the same color, ordered by key (MPI_Comm_split; every
+  // rank of this group calls it). Owned by this Comm.
+  Comm* split(int color, int key);
+  // Point to point within this group (pipeline stages' hidden states).
+  void send(const float* data, int64_t n, int dest, int tag);
+  void recv(float* data, int64_t n, int source, int tag);
+
+  ~Comm();
+
  private:
   Comm() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
   int rank_ = 0;
   int size_ = 1;
+  std::vector<std::unique_ptr<Comm>> children_;
 };
 
 }  // namespace pagoda::dist

@@ -33,6 +33,7 @@ RunnerConfig runner_config(const EngineConfig& config) {
   rc.pack_cache_dir = config.pack_cache_dir;
   rc.bf16_dot = config.bf16_dot;
   rc.comm = config.comm;
+  rc.pp = config.pp;
   return rc;
 }
 
@@ -146,7 +147,8 @@ Status Engine::validate_config(const ModelConfig& mc, const EngineConfig& config
       return invalid_argument("--kv-disk-size must be positive");
   }
   if (config.comm != nullptr && config.comm->size() > 1) {
-    const std::string tp = "--tp " + std::to_string(config.comm->size());
+    const std::string tp =
+        config.pp > 1 ? "--pp " + std::to_string(config.pp) : "--tp " + std::to_string(config.comm->size());
     if (config.spec_method != SpecMethod::kNone)
       return invalid_argument(tp + ": speculative decoding does not run with tensor parallelism yet");
     if (!config.kv_disk_dir.empty() || config.kv_host_tier_bytes != 0)
@@ -206,7 +208,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(e->draft_, DraftModel::open(config.draft_model));
     PAGODA_RETURN_IF_ERROR(e->draft_->check_vocabulary(mc, *e->tokenizer_));
   }
-  // Tensor parallelism: each rank keeps 1/N of every block's KV heads.
+  // Scale-out: each rank keeps 1/tp of every block's KV heads for about 1/pp of the layers.
   if (config.comm != nullptr && config.comm->size() > 1) block_bytes /= config.comm->size();
   // The draft's rows live in the target's blocks: a block costs both.
   if (e->draft_) block_bytes += e->draft_->bytes_per_block(rc.block_size, rc.kv_cache_dtype);

@@ -74,11 +74,15 @@ struct EngineConfig {
   int64_t kv_host_tier_bytes = 0;
   std::string kv_disk_dir;
   int64_t kv_disk_bytes = int64_t{10} << 30;
-  // Tensor parallelism (--tp N under mpirun): every rank creates the engine
-  // with the same configuration; rank 0 schedules and samples, the others
-  // call run_tensor_parallel_worker(). kv_cache_bytes is per rank (each
-  // holds 1/N of every block's KV heads). Null or one rank: off.
+  // Tensor and pipeline parallelism (--tp N --pp M under mpirun -np N*M):
+  // every rank creates the engine with the same configuration; rank 0
+  // schedules and samples, the others call run_tensor_parallel_worker().
+  // kv_cache_bytes is per rank (each holds 1/N of every block's KV heads
+  // for 1/M of the layers). Null or one rank: off.
   dist::Comm* comm = nullptr;
+  // Pipeline stages over the group (--pp; tensor parallelism is the group's
+  // size / pp within each stage).
+  int32_t pp = 1;
 };
 
 // --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when

@@ -35,14 +35,11 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
                                                          const RunnerConfig& config) {
   PAGODA_RETURN_IF_ERROR(validate(model->config(), config));
   std::unique_ptr<ModelRunner> r(new ModelRunner());
-  if (config.comm != nullptr && config.comm->size() > 1) {
-    dist::Comm* comm = config.comm;
-    PAGODA_RETURN_IF_ERROR(model->shard_tensor_parallel(comm->rank(), comm->size(),
-                                                        [comm](float* x, int64_t n) { comm->all_reduce_sum(x, n); }));
-    r->comm_ = comm;
-  }
-  const ModelConfig& mc = model->config();  // this rank's heads under tensor parallelism
-  const KVShape shape = kv_shape(mc);
+  r->model_ = std::move(model);
+  if (config.comm != nullptr && config.comm->size() > 1) PAGODA_RETURN_IF_ERROR(r->start_distributed(config));
+  const ModelConfig& mc = r->model_->config();  // this rank's heads under tensor parallelism
+  KVShape shape = kv_shape(mc);
+  if (r->pp_ > 1) shape.num_layers = r->model_->num_stage_kv_layers();  // this stage's layers
   auto storage = [&](int64_t num_blocks) {
     return KVStorage::create(shape.num_layers, static_cast<int32_t>(num_blocks), config.block_size, shape.num_kv_heads,
                              shape.head_dim, config.kv_cache_dtype);
@@ -54,9 +51,9 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
     if (config.kv_scores) PAGODA_RETURN_IF_ERROR(r->host_storage_->enable_scores());
   }
   r->block_size_ = config.block_size;
-  if (model->state_floats_per_seq() > 0) r->state_ = std::make_unique<StateStorage>(model->state_floats_per_seq());
+  if (r->model_->state_floats_per_seq() > 0)
+    r->state_ = std::make_unique<StateStorage>(r->model_->state_floats_per_seq());
   r->pool_ = std::make_unique<ThreadPool>(config.num_threads > 0 ? config.num_threads : default_num_threads());
-  r->model_ = std::move(model);
   if (config.bf16_dot) r->model_->use_bf16_dot();
   if (config.repack) r->model_->repack(*r->pool_, config.pack_cache_dir);
   return r;
@@ -152,56 +149,20 @@ std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheM
   c.swap_in = out.swap_in;
   c.cow = out.cow;
   build_batch(out, kv);
+  const auto rows = static_cast<int64_t>(batch_.logit_rows.size());
+  logits_.resize(static_cast<size_t>(rows) * config().vocab_size);
   if (comm_) {
+    PAGODA_CHECK(out.state_copies.empty());
     encode_tp_step(c, batch_, block_size_, &tp_bytes_);
     comm_->broadcast(&tp_bytes_);
+    run_distributed(c, batch_);
+    return logits_;
   }
   copy_blocks(c);
   PAGODA_CHECK(out.state_copies.empty() || state_);
   for (const StateCopy& sc : out.state_copies) state_->copy(sc.src, sc.dst);
-  const auto rows = static_cast<int64_t>(batch_.logit_rows.size());
-  logits_.resize(static_cast<size_t>(rows) * config().vocab_size);
-  if (!comm_) {
-    model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get());
-    return logits_;
-  }
-  tp_local_.resize(static_cast<size_t>(rows) * model_->vocab_rows());
-  model_->forward(batch_, *kv_storage_, *pool_, tp_local_.data(), state_.get());
-  gather_logits(rows);
+  model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get());
   return logits_;
-}
-
-void ModelRunner::gather_logits(int64_t rows) {
-  const int n = comm_->size();
-  const int64_t vocab = config().vocab_size;
-  std::vector<int64_t> counts(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) counts[static_cast<size_t>(r)] = rows * (vocab * (r + 1) / n - vocab * r / n);
-  if (comm_->rank() == 0) tp_gathered_.resize(static_cast<size_t>(rows * vocab));
-  comm_->gather(tp_local_, counts, tp_gathered_.data());
-  if (comm_->rank() != 0) return;
-  // [rank][row][its vocabulary slice] -> [row][vocabulary]
-  const float* src = tp_gathered_.data();
-  for (int r = 0; r < n; ++r) {
-    const int64_t v0 = vocab * r / n, nv = vocab * (r + 1) / n - v0;
-    for (int64_t row = 0; row < rows; ++row, src += nv) std::copy_n(src, nv, &logits_[row * vocab + v0]);
-  }
-}
-
-Status ModelRunner::serve_tensor_parallel() {
-  PAGODA_CHECK(comm_ && comm_->rank() != 0);
-  const int32_t host_blocks = host_storage_ ? host_storage_->num_blocks() : 0;
-  while (true) {
-    comm_->broadcast(&tp_bytes_);
-    if (tp_bytes_.empty()) return Status::ok();
-    PAGODA_RETURN_IF_ERROR(
-        decode_tp_step(tp_bytes_, block_size_, kv_storage_->num_blocks(), host_blocks, config().num_layers, &tp_step_));
-    copy_blocks(tp_step_);
-    const ForwardBatch& b = tp_step_.batch;
-    const auto rows = static_cast<int64_t>(b.logit_rows.size());
-    tp_local_.resize(static_cast<size_t>(rows) * model_->vocab_rows());
-    model_->forward(b, *kv_storage_, *pool_, tp_local_.data(), state_.get());
-    gather_logits(rows);
-  }
 }
 
 std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::span<const int32_t> sizes,

@@ -42,10 +42,13 @@ struct RunnerConfig {
   std::string pack_cache_dir;
   // F16/BF16 matrices on the BF16 dot-product path (LlamaModel::use_bf16_dot).
   bool bf16_dot = false;
-  // Tensor parallelism over this process group (null or one rank: off):
-  // every rank holds its share of the weights and KV heads; rank 0's
-  // execute() sends each step to the others (serve_tensor_parallel).
+  // Scale-out over this process group (null or one rank: off), of
+  // pp pipeline stages of size / pp tensor-parallel ranks each (world rank
+  // = stage * tp + tp rank): every rank holds its stage's layers and its
+  // share of their heads, FFN and vocabulary; rank 0's execute() sends each
+  // step to the others (serve_tensor_parallel).
   dist::Comm* comm = nullptr;
+  int32_t pp = 1;
 };
 
 class ModelRunner {
@@ -75,7 +78,8 @@ class ModelRunner {
   // share, the logits of their vocabulary slice gathered at rank 0. An error
   // for a malformed step message.
   Status serve_tensor_parallel();
-  int32_t tp_size() const { return comm_ ? comm_->size() : 1; }
+  int32_t tp_size() const { return tp_; }
+  int32_t pp_size() const { return pp_; }
 
   // Runs out's block copies, then one forward over out.scheduled. Returns
   // logits [rows][vocab_size]: for each scheduled sequence in order, its
@@ -126,8 +130,12 @@ class ModelRunner {
  private:
   ModelRunner() = default;
   void copy_blocks(const TpStep& c);
-  // Tensor parallelism: this rank's logits slice to rank 0, assembled there
-  // into logits_ ([rows][vocab_size]).
+  // Scale-out (model_runner_dist.cc): splits the model over the group.
+  Status start_distributed(const RunnerConfig& config);
+  // Every rank's part of one step: the copies, then its stage's layers over
+  // the batch (in micro-batches passed stage to stage when pp > 1), then
+  // the last stage's logits slices gathered into logits_ at rank 0.
+  void run_distributed(const TpStep& step, const ForwardBatch& batch);
   void gather_logits(int64_t rows);
   void build_batch(const SchedulerOutput& out, const KVCacheManager& kv);
 
@@ -137,10 +145,13 @@ class ModelRunner {
   std::unique_ptr<KVStorage> host_storage_;  // swap tier; null without one
   std::unique_ptr<StateStorage> state_;      // recurrent layers' state; null without them
   KVTiers* tiers_ = nullptr;                 // tiered KV; not owned
-  dist::Comm* comm_ = nullptr;               // tensor parallelism (size > 1); not owned
-  TpStep tp_step_;                           // the step's copies (and, at ranks > 0, its batch)
+  dist::Comm* comm_ = nullptr;               // scale-out (size > 1): the whole group; not owned
+  dist::Comm* tp_comm_ = nullptr;            // this stage's tensor-parallel ranks (tp > 1)
+  int32_t tp_ = 1, pp_ = 1, stage_ = 0, tp_rank_ = 0;
+  TpStep tp_step_;  // the step's copies (and, at ranks > 0, its batch)
   std::vector<uint8_t> tp_bytes_;
-  std::vector<float> tp_local_, tp_gathered_;
+  std::vector<float> tp_local_, tp_gathered_, pp_hidden_in_, pp_hidden_out_;
+  std::vector<ForwardBatch> micro_batches_;
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<int32_t> tree_depth_;  // build_batch's scratch for a tree of drafts

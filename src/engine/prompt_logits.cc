@@ -8,7 +8,7 @@
 namespace pagoda {
 
 Result<LogitsRunner> make_logits_runner(const std::string& path, int32_t max_tokens, int32_t num_threads,
-                                        dist::Comm* comm) {
+                                        dist::Comm* comm, int32_t pp) {
   auto file = gguf::GGUFFile::open(path);
   if (!file) return file.status();
   auto lm = LlamaModel::load(**file);
@@ -16,6 +16,7 @@ Result<LogitsRunner> make_logits_runner(const std::string& path, int32_t max_tok
   RunnerConfig rc;
   rc.num_threads = num_threads;
   rc.comm = comm;
+  rc.pp = pp;
   rc.num_blocks = (std::max(1, max_tokens) + rc.block_size - 1) / rc.block_size;
   auto runner = ModelRunner::create(std::move(*lm), rc);
   if (!runner) return runner.status();

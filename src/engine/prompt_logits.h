@@ -24,7 +24,7 @@ struct LogitsRunner {
 // With comm (tensor parallelism), every rank makes one; ranks > 0 then run
 // ModelRunner::serve_tensor_parallel.
 Result<LogitsRunner> make_logits_runner(const std::string& path, int32_t max_tokens, int32_t num_threads,
-                                        dist::Comm* comm = nullptr);
+                                        dist::Comm* comm = nullptr, int32_t pp = 1);
 
 // Row t (n_vocab floats) holds the logits after ids[0..t]. No BOS is added.
 Result<std::vector<float>> prompt_logits(ModelRunner& runner, std::span<const int32_t> ids);

@@ -15,15 +15,18 @@ namespace pagoda {
 void LlamaModel::shift_keys(std::span<const KeyShift> shifts, KVStorage& kv, ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const int64_t rows_per_block = int64_t{kv.num_kv_heads()} * kv.block_size();
-  const int64_t num_items = static_cast<int64_t>(shifts.size()) * c.num_layers;
+  // This stage's layers (all of them without pipeline parallelism); the
+  // streaming policy runs on attention-only models, so layer = KV layer.
+  const int32_t first = first_layer_, num_layers = last_layer() - first_layer_;
+  const int64_t num_items = static_cast<int64_t>(shifts.size()) * num_layers;
   pool.run([&](int ti, int nt) {
     std::vector<float> row(c.head_dim);
     for (int64_t item = ti; item < num_items; item += nt) {
-      const KeyShift& sh = shifts[item / c.num_layers];
-      const auto il = static_cast<int32_t>(item % c.num_layers);
-      kernels::RopeParams rp = c.is_sliding(il) ? rope_local_ : rope_global_;
+      const KeyShift& sh = shifts[item / num_layers];
+      const auto kl = static_cast<int32_t>(item % num_layers);
+      kernels::RopeParams rp = c.is_sliding(first + kl) ? rope_local_ : rope_global_;
       rp.mscale = 1.0f;  // a pure rotation: the magnitude was scaled at write time
-      uint8_t* base = kv.k_block_bytes(il, sh.block.value);
+      uint8_t* base = kv.k_block_bytes(kl, sh.block.value);
       for (int64_t r = 0; r < rows_per_block; ++r) {
         uint8_t* p = base + r * kv.row_bytes();
         kernels::load_kv_row(kv.dtype(), p, c.head_dim, row.data());

@@ -332,7 +332,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     const int64_t stride[] = {gated ? 2 * c.q_dim() : c.q_dim(), c.kv_dim(), c.kv_dim()};
     kernels::matmul_fused(w, 3, ws_.h.data(), c.hidden_size, n, y, stride, pool);
   }
-  const int32_t kl = c.kv_layer(il);
+  const int32_t kl = c.kv_layer(il) - c.kv_layer(first_layer_);  // this stage's storage holds its layers only
 
   const bool sliding = c.is_sliding(il);
   const kernels::RopeParams& rp = sliding ? rope_local_ : rope_global_;
@@ -482,14 +482,16 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   }
 }
 
-void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits,
-                         StateStorage* state) {
+void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits, StateStorage* state,
+                         const float* hidden_in, float* hidden_out) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return;
   PAGODA_CHECK(state != nullptr || !c.has_recurrent_layers());
+  PAGODA_CHECK((first_layer_ == 0) == (hidden_in == nullptr) && is_last_stage() == (hidden_out == nullptr));
   ensure_workspace(n);
-  for (int64_t t = 0; t < n; ++t) {
+  if (hidden_in) std::copy_n(hidden_in, n * c.hidden_size, ws_.x.data());
+  for (int64_t t = 0; t < n && !hidden_in; ++t) {
     float* x = &ws_.x[t * c.hidden_size];
     kernels::get_row(tok_embd_, batch.tokens[t], x);
     if (c.embed_scale > 0)
@@ -509,7 +511,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     });
   }
 
-  for (int32_t il = 0; il < c.num_layers; ++il) {
+  for (int32_t il = first_layer_; il < last_layer(); ++il) {
     if (!batch.skip_layers.empty() && batch.skip_layers[static_cast<size_t>(il)]) continue;
     switch (c.layer_kind(il)) {
       case LayerKind::kAttention: attention_layer(batch, kv, pool, il); break;
@@ -547,6 +549,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     });
   }
 
+  if (hidden_out) {
+    std::copy_n(ws_.x.data(), n * c.hidden_size, hidden_out);
+    return;
+  }
   const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = &ws_.x[batch.logit_rows[r] * int64_t{c.hidden_size}];

@@ -46,8 +46,8 @@ class LlamaModel {
   // `state` (the slices' state_slot; required when the model has recurrent
   // layers), and stores the logits of batch.logit_rows into `logits`
   // ([rows][vocab_size]).
-  void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits,
-               StateStorage* state = nullptr);
+  void forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits, StateStorage* state = nullptr,
+               const float* hidden_in = nullptr, float* hidden_out = nullptr);
   // Floats of one sequence's recurrent state, all layers (0: none).
   int64_t state_floats_per_seq() const { return config_.state_floats_per_seq(); }
   // After forward(): the final-normed hidden state logits row r was computed
@@ -96,6 +96,19 @@ class LlamaModel {
   Status shard_tensor_parallel(int32_t rank, int32_t size, std::function<void(float*, int64_t)> all_reduce);
   int32_t vocab_begin() const { return vocab_begin_; }
   int32_t vocab_rows() const { return static_cast<int32_t>(output_.n_out); }
+
+  // Pipeline parallelism (model/tensor_parallel.cc): this model runs layers
+  // [first, last) only; the other layers' matrices (and the output matrix
+  // unless last is the end) are dropped before repack() packs anything, and
+  // its KV storage holds its own attention layers (num_stage_kv_layers).
+  // forward() then starts from hidden_in (the previous stage's hidden
+  // states, [tokens][hidden]) unless first is 0, and ends by copying the
+  // hidden states to hidden_out (no logits) unless last is the end.
+  Status set_layer_range(int32_t first, int32_t last);
+  int32_t first_layer() const { return first_layer_; }
+  int32_t last_layer() const { return last_layer_ < 0 ? config_.num_layers : last_layer_; }
+  bool is_last_stage() const { return last_layer() == config_.num_layers; }
+  int32_t num_stage_kv_layers() const { return config_.kv_layer(last_layer()) - config_.kv_layer(first_layer_); }
 
   // Whether repack() mapped a pack cache file.
   bool packed_from_cache() const { return packed_.from_cache(); }
@@ -208,6 +221,7 @@ class LlamaModel {
   int32_t num_row_scaled_ = 0;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
+  int32_t first_layer_ = 0, last_layer_ = -1;           // pipeline parallelism: this stage's layers (-1: all)
   int32_t vocab_begin_ = 0;                             // tensor parallelism: this rank's first logit
   std::function<void(float*, int64_t)> all_reduce_;     // tensor parallelism: sums partial outputs
   std::vector<std::unique_ptr<uint8_t[]>> tp_columns_;  // column slices of attn_output / ffn_down

@@ -90,4 +90,23 @@ Status LlamaModel::shard_tensor_parallel(int32_t rank, int32_t size, std::functi
   return Status::ok();
 }
 
+Status LlamaModel::set_layer_range(int32_t first, int32_t last) {
+  const ModelConfig& c = config_;
+  if (first < 0 || last > c.num_layers || first >= last)
+    return invalid_argument("pipeline stage layers [" + std::to_string(first) + ", " + std::to_string(last) +
+                            ") do not fit the model's " + std::to_string(c.num_layers) + " layers");
+  if (c.has_recurrent_layers() || c.num_experts > 0)
+    return invalid_argument("pipeline parallelism supports dense attention models; " + c.arch + " is not one yet");
+  first_layer_ = first;
+  last_layer_ = last;
+  // What this stage never runs is never packed (nor read from the file).
+  for (int32_t il = 0; il < c.num_layers; ++il) {
+    if (il >= first && il < last) continue;
+    Layer& l = layers_[static_cast<size_t>(il)];
+    for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) *w = {};
+  }
+  if (last < c.num_layers) output_ = {};
+  return Status::ok();
+}
+
 }  // namespace pagoda
