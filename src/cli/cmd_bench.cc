@@ -300,7 +300,7 @@ int bench_throughput(int argc, char** argv) {
 
 int cmd_bench(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fprintf(argc < 2 ? stderr : stdout, "%susage: pagoda bench <model|throughput|serve> [options]\n",
+    std::fprintf(argc < 2 ? stderr : stdout, "%susage: pagoda bench <model|throughput|serve|mpi> [options]\n",
                  argc < 2 ? "pagoda bench: error: no benchmark given\n" : "");
     return argc < 2 ? 2 : 0;
   }
@@ -308,7 +308,8 @@ int cmd_bench(int argc, char** argv) {
   if (which == "model") return bench_model(argc - 1, argv + 1);
   if (which == "throughput") return bench_throughput(argc - 1, argv + 1);
   if (which == "serve") return bench_serve(argc - 1, argv + 1);
-  std::fprintf(stderr, "pagoda bench: error: unknown benchmark '%s' (model, throughput, serve)\n", which.c_str());
+  if (which == "mpi") return bench_mpi(argc - 1, argv + 1);
+  std::fprintf(stderr, "pagoda bench: error: unknown benchmark '%s' (model, throughput, serve, mpi)\n", which.c_str());
   return 2;
 }
 
