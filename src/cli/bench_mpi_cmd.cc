@@ -5,8 +5,8 @@
 // message sizes hidden_size x tokens x 4 bytes takes. docs/scale-out.md's
 // cost model uses these numbers.
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 

@@ -112,6 +112,11 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--metrics-require-key", sc.metrics_require_key, "/metrics needs the API key too");
   app.add_flag("--log-requests", sc.log_requests, "print one line per HTTP request");
+  app.add_option("--role", sc.role,
+                 "prefill/decode disaggregation behind `pagoda router`: prefill computes prompts and hands out their "
+                 "KV blocks (/internal/prefill); decode fetches them from the prefill instance the router names and "
+                 "decodes (a 1 GiB host KV tier unless --kv-host-size/--kv-disk-dir set one)")
+      ->check(CLI::IsMember({"prefill", "decode"}));
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (sc.served_model_name.empty()) sc.served_model_name = std::filesystem::path(model).stem().string();
   if (!template_file.empty() && !read_text_file(template_file, &sc.chat_template)) {
@@ -153,6 +158,9 @@ int cmd_serve(int argc, char** argv) {
   cfg.pack_cache_dir = weights.pack_cache;
   cfg.bf16_dot = weights.bf16_dot;
   apply_kv_tier_options(tiers, &cfg);
+  cfg.kv_export = sc.role == "prefill";
+  if (sc.role == "decode" && cfg.kv_host_tier_bytes == 0 && cfg.kv_disk_dir.empty())
+    cfg.kv_host_tier_bytes = int64_t{1} << 30;
   TpSession tp_session;  // MPI ends after the engine
   auto comm = start_tensor_parallel(tp, pp);
   if (!comm) return fail("serve", comm.status().message());

@@ -16,6 +16,7 @@ int cmd_grammar(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_imatrix(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_router(int argc, char** argv);
 // `pagoda bench serve` (argv[0] is "serve").
 int bench_serve(int argc, char** argv);
 int bench_mpi(int argc, char** argv);

@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"tokenize", pagoda::cli::cmd_tokenize, "print the token ids of a text"},
     {"make-model", pagoda::cli::cmd_make_model, "write a random-weight GGUF model"},
     {"serve", pagoda::cli::cmd_serve, "OpenAI-compatible HTTP server"},
+    {"router", pagoda::cli::cmd_router, "OpenAI endpoint in front of prefill/decode disaggregated instances"},
     {"perplexity", pagoda::cli::cmd_perplexity, "perplexity of a text file (llama.cpp method)"},
     {"logits", pagoda::cli::cmd_logits, "logits of every position of token ids (raw float32)"},
     {"spec", pagoda::cli::cmd_spec, "speculative decoding tools: build-datastore"},

@@ -82,6 +82,17 @@ EngineSnapshot AsyncEngine::snapshot() const {
   return snapshot_;
 }
 
+Status AsyncEngine::import_kv(std::shared_ptr<const KVBlockExport> blocks) {
+  PAGODA_RETURN_IF_ERROR(engine_->check_kv_import(*blocks));  // reads only configuration
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Status(StatusCode::kUnavailable, "the server is shutting down");
+    imports_.push_back(std::move(blocks));
+  }
+  cv_.notify_all();
+  return Status::ok();
+}
+
 void AsyncEngine::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -105,14 +116,20 @@ void AsyncEngine::loop() {
   for (;;) {
     std::vector<std::pair<RequestId, RequestSpec>> pending;
     std::vector<RequestId> aborts;
+    std::vector<std::shared_ptr<const KVBlockExport>> imports;
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty() || !aborts_.empty() || engine_->has_unfinished(); });
+      cv_.wait(lock, [&] {
+        return stop_ || !pending_.empty() || !aborts_.empty() || !imports_.empty() || engine_->has_unfinished();
+      });
       pending.swap(pending_);
       aborts.swap(aborts_);
+      imports.swap(imports_);
       stopping = stop_;
     }
+    // Blocks first: a request submitted after its import finds them.
+    for (const auto& e : imports) engine_->import_kv(*e);
     for (auto& [id, spec] : pending) {
       auto added = engine_->add_request(std::move(spec), id);
       if (!added.is_ok()) {

@@ -69,6 +69,12 @@ class AsyncEngine {
   // stream). kResourceExhausted when the queue is full.
   Result<std::shared_ptr<RequestStream>> submit(RequestSpec spec);
   void abort(RequestId id);
+  // Prefill/decode disaggregation, decode side: KV blocks another instance
+  // computed, checked here (same model and layout) and handed to the
+  // engine thread before any request submitted after this call.
+  Status import_kv(std::shared_ptr<const KVBlockExport> blocks);
+  // Whether the engine hands out prompts' KV blocks (--role prefill).
+  bool exports_kv() const { return engine_->exports_kv(); }
   EngineSnapshot snapshot() const;
   void shutdown();  // stop accepting, abort everything, join
 
@@ -89,6 +95,7 @@ class AsyncEngine {
   std::condition_variable cv_;
   std::vector<std::pair<RequestId, RequestSpec>> pending_;
   std::vector<RequestId> aborts_;
+  std::vector<std::shared_ptr<const KVBlockExport>> imports_;
   std::map<RequestId, std::shared_ptr<RequestStream>> streams_;
   EngineSnapshot snapshot_;
   std::atomic<int64_t> next_id_{0};

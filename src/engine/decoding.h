@@ -54,6 +54,7 @@ struct Request {
   int32_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache
   int32_t num_finished = 0;       // finished choices
   std::unique_ptr<DecodingStrategy> strategy;
+  std::shared_ptr<const KVBlockExport> kv_export;  // spec.export_kv: taken when the first choice finishes
 };
 
 // What a strategy may ask of the engine.

@@ -80,8 +80,8 @@ Status Engine::open_kv_tiers(const EngineConfig& config) {
   o.disk_dir = config.kv_disk_dir;
   o.disk_bytes = config.kv_disk_bytes;
   const RunnerConfig rc = runner_config(config);
-  PAGODA_ASSIGN_OR_RETURN(const BlockKey ns, kv_tier_namespace(file_->path(), model_config(), rc));
-  PAGODA_ASSIGN_OR_RETURN(kv_tiers_, KVTiers::open(o, ns, rc.block_size, runner_->kv_storage().bytes_per_block_all()));
+  PAGODA_ASSIGN_OR_RETURN(kv_tiers_,
+                          KVTiers::open(o, kv_ns_, rc.block_size, runner_->kv_storage().bytes_per_block_all()));
   kv_manager_->attach_tiers(kv_tiers_.get());
   runner_->set_kv_tiers(kv_tiers_.get());
   return Status::ok();
@@ -276,7 +276,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   }
   if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
   if (e->spec_auto_ && medusa) e->profile_tree_fill();
-  if (!config.kv_disk_dir.empty() || config.kv_host_tier_bytes > 0) PAGODA_RETURN_IF_ERROR(e->open_kv_tiers(config));
+  const bool tiers = !config.kv_disk_dir.empty() || config.kv_host_tier_bytes > 0;
+  if (tiers || config.kv_export) {
+    PAGODA_ASSIGN_OR_RETURN(e->kv_ns_, kv_tier_namespace(model_path, mc, rc));
+    e->kv_export_ = config.kv_export;
+  }
+  if (tiers) PAGODA_RETURN_IF_ERROR(e->open_kv_tiers(config));
   e->slo_reject_ = config.slo_reject;
   if (config.sched.policy == SchedPolicy::kSlo && config.sched.step_time.per_token_s <= 0)
     e->profile_slo_step_time(config.sched.max_num_batched_tokens);
@@ -323,6 +328,8 @@ Status Engine::validate(const RequestSpec& spec) const {
     return invalid_argument("beam search needs 1 <= n <= beam width <= 64");
   if (!(spec.slo_ttft_s >= 0 && spec.slo_tpot_s >= 0 && spec.slo_ttft_s < 1e9 && spec.slo_tpot_s < 1e9))
     return invalid_argument("slo targets must be non-negative numbers of seconds");
+  if (spec.export_kv && !kv_export_)
+    return invalid_argument("this instance does not hand out KV blocks (start it with --role prefill)");
   if (spec.use_beam_search && spec.grammar)
     return invalid_argument("structured output (a grammar, schema or regex) cannot be combined with beam search");
   PAGODA_ASSIGN_OR_RETURN(const KvPolicy policy, resolve_kv_policy(spec.kv_policy));
@@ -555,8 +562,51 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
 }
 
+std::shared_ptr<const KVBlockExport> Engine::export_prompt_kv(const Choice& c) const {
+  auto e = std::make_shared<KVBlockExport>();
+  const KVStorage& storage = runner_->kv_storage();
+  e->ns = kv_ns_;
+  e->block_size = kv_manager_->block_size();
+  e->payload_bytes = storage.bytes_per_block_all();
+  const Sequence& seq = c.seq;
+  if (seq.num_evicted > 0 || !kv_manager_->contains(seq.seq_id)) return e;
+  const std::vector<BlockId>& table = kv_manager_->block_table(seq.seq_id);
+  const int32_t bs = e->block_size;
+  const int32_t whole =
+      std::min({seq.num_prompt_tokens, seq.num_computed_tokens, kv_manager_->num_tokens(seq.seq_id)}) / bs;
+  BlockKey key = kv_ns_;
+  for (int32_t i = 0; i < whole && i < static_cast<int32_t>(table.size()); ++i) {
+    const std::span<const int32_t> t(seq.tokens.data() + static_cast<size_t>(i) * bs, static_cast<size_t>(bs));
+    key = chain_block_key(key, t);
+    KVBlockExport::Block b{key, std::vector<int32_t>(t.begin(), t.end()), std::vector<uint8_t>(e->payload_bytes)};
+    storage.read_block(table[static_cast<size_t>(i)], b.payload.data());
+    e->blocks.push_back(std::move(b));
+  }
+  return e;
+}
+
+Status Engine::check_kv_import(const KVBlockExport& e) const {
+  if (!kv_tiers_)
+    return invalid_argument(
+        "this instance has no KV tier to receive blocks into (--role decode sets one; or "
+        "--kv-host-size)");
+  if (e.ns != kv_ns_)
+    return invalid_argument(
+        "the KV blocks come from another model file or KV layout (the prefill and decode "
+        "instances must serve the same file with the same --kv-cache-dtype and --block-size)");
+  if (e.block_size != kv_manager_->block_size() || e.payload_bytes != runner_->kv_storage().bytes_per_block_all())
+    return invalid_argument("the KV blocks have another block shape");
+  return Status::ok();
+}
+
+void Engine::import_kv(const KVBlockExport& e) {
+  if (!check_kv_import(e).is_ok()) return;
+  for (const KVBlockExport::Block& b : e.blocks) kv_tiers_->import_block(b.key, b.tokens, b.payload);
+}
+
 void Engine::finish_choice(Choice& c, FinishReason reason) {
   PAGODA_CHECK(!c.finished);
+  if (c.request->spec.export_kv && !c.request->kv_export) c.request->kv_export = export_prompt_kv(c);
   scheduler_->finish(&c.seq, reason);
   c.finished = true;
   ++c.request->num_finished;
@@ -706,6 +756,7 @@ void Engine::update(std::vector<RequestOutput>& outputs) {
     if (req == requests_.end() || !req->second->strategy->done()) continue;
     it->request_finished = true;
     const Request& r = *req->second;
+    it->kv_export = r.kv_export;
     if (r.spec.slo_ttft_s > 0 || r.spec.slo_tpot_s > 0) {
       const RequestTiming& t = r.timing;
       const int32_t n = it->num_output_tokens;

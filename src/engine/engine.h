@@ -83,6 +83,10 @@ struct EngineConfig {
   // Pipeline stages over the group (--pp; tensor parallelism is the group's
   // size / pp within each stage).
   int32_t pp = 1;
+  // Prefill/decode disaggregation, prefill side (--role prefill): requests
+  // may ask for their prompt's KV blocks (RequestSpec::export_kv). The
+  // decode side runs with a KV tier (kv_host_tier_bytes) and import_kv().
+  bool kv_export = false;
 };
 
 // --slo-reject at admission: kResourceExhausted (HTTP 429) saying why when
@@ -119,6 +123,16 @@ class Engine : private DecodingHost {
   const KVCacheManager& kv_manager() const { return *kv_manager_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineStats& stats() const { return stats_.stats(); }
+  // The KV blocks' namespace (model file and layout), with tiers or kv_export.
+  const BlockKey& kv_namespace() const { return kv_ns_; }
+  bool exports_kv() const { return kv_export_; }
+  // Prefill/decode disaggregation, decode side: checks that the blocks come
+  // from the same model and KV layout (safe from any thread: it reads
+  // configuration only).
+  Status check_kv_import(const KVBlockExport& e) const;
+  // Puts them into the KV tiers, where the next admission of a prompt they
+  // begin finds them (engine thread).
+  void import_kv(const KVBlockExport& e);
   // Tiered KV's counters (all zero without tiers).
   KVTierStats kv_tier_stats() const { return kv_tiers_ ? kv_tiers_->stats() : KVTierStats{}; }
   int32_t max_model_len() const { return max_model_len_; }
@@ -195,6 +209,10 @@ class Engine : private DecodingHost {
 
   std::unique_ptr<gguf::GGUFFile> file_;
   std::unique_ptr<KVTiers> kv_tiers_;  // null without tiers; outlives the manager and runner using it
+  BlockKey kv_ns_;                     // with tiers or kv_export
+  bool kv_export_ = false;
+  // spec.export_kv: the prompt's whole blocks of `c`, read from the KV storage.
+  std::shared_ptr<const KVBlockExport> export_prompt_kv(const Choice& c) const;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<grammar::TokenVocab> grammar_vocab_;  // built by the first constrained request
   std::unique_ptr<ModelRunner> runner_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "kv/kv_tiers.h"
 #include "sample/sampler.h"
 #include "sched/sequence.h"
 
@@ -38,6 +39,9 @@ struct RequestSpec {
   // (tokens it forbids are masked before sampling; an end token is allowed
   // once the text is complete). Null: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // Prefill/decode disaggregation (an engine with EngineConfig::kv_export):
+  // the final output carries the prompt's whole KV blocks (kv_export).
+  bool export_kv = false;
 };
 
 // Per-request latency figures, seconds on the engine clock.
@@ -64,6 +68,8 @@ struct RequestOutput {
   int32_t num_output_tokens = 0;
   int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
   RequestTiming timing;
+  // RequestSpec::export_kv: the prompt's whole blocks, on the request's last output.
+  std::shared_ptr<const KVBlockExport> kv_export;
 };
 
 }  // namespace pagoda

@@ -331,6 +331,77 @@ void KVTiers::flush_host() {
   for (const BlockKey& key : host_lru_) put_disk(key, host_.at(key).entry);
 }
 
+void KVTiers::import_block(const BlockKey& key, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
+  PAGODA_CHECK(static_cast<int32_t>(tokens.size()) == block_size_ && payload.size() == payload_bytes_);
+  if (contains(key)) return;
+  Entry e{std::vector<int32_t>(tokens.begin(), tokens.end()), std::vector<uint8_t>(payload.begin(), payload.end())};
+  ++stats_.imports;
+  if (options_.host_bytes > 0) {
+    put_host(key, std::move(e));
+  } else {
+    put_disk(key, e);
+  }
+}
+
+namespace {
+constexpr char kExportMagic[8] = {'P', 'G', 'K', 'V', 'X', '0', '0', '1'};
+}  // namespace
+
+std::string encode_kv_export(const KVBlockExport& e) {
+  std::string out(kExportMagic, sizeof kExportMagic);
+  auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const uint32_t bs = static_cast<uint32_t>(e.block_size);
+  const uint64_t pb = e.payload_bytes, count = e.blocks.size();
+  put(&bs, sizeof bs);
+  put(&pb, sizeof pb);
+  put(&e.ns.lo, 8);
+  put(&e.ns.hi, 8);
+  put(&count, sizeof count);
+  for (const KVBlockExport::Block& b : e.blocks) {
+    put(&b.key.lo, 8);
+    put(&b.key.hi, 8);
+    put(b.tokens.data(), b.tokens.size() * sizeof(int32_t));
+    put(b.payload.data(), b.payload.size());
+  }
+  return out;
+}
+
+Result<KVBlockExport> decode_kv_export(std::string_view bytes) {
+  size_t off = 0;
+  auto bad = [](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, "malformed KV block transfer: " + why);
+  };
+  auto get = [&](void* p, size_t n) {
+    if (bytes.size() - off < n) return false;
+    std::memcpy(p, bytes.data() + off, n);
+    off += n;
+    return true;
+  };
+  char magic[8];
+  uint32_t bs = 0;
+  uint64_t pb = 0, count = 0;
+  KVBlockExport e;
+  if (!get(magic, 8) || std::memcmp(magic, kExportMagic, 8) != 0) return bad("not a Pagoda KV block transfer");
+  if (!get(&bs, 4) || !get(&pb, 8) || !get(&e.ns.lo, 8) || !get(&e.ns.hi, 8) || !get(&count, 8))
+    return bad("truncated header");
+  if (bs < 1 || bs > 1024 || pb == 0 || pb > (size_t{1} << 32)) return bad("implausible block shape");
+  const size_t per_block = 16 + size_t{bs} * 4 + pb;
+  if (count > (bytes.size() - off) / per_block || (bytes.size() - off) != count * per_block)
+    return bad("the block count does not match the bytes sent");
+  e.block_size = static_cast<int32_t>(bs);
+  e.payload_bytes = pb;
+  e.blocks.resize(count);
+  for (KVBlockExport::Block& b : e.blocks) {
+    b.tokens.resize(bs);
+    b.payload.resize(pb);
+    get(&b.key.lo, 8);
+    get(&b.key.hi, 8);
+    get(b.tokens.data(), size_t{bs} * 4);
+    get(b.payload.data(), pb);
+  }
+  return e;
+}
+
 KVTierStats KVTiers::stats() const {
   KVTierStats s = stats_;
   s.host_blocks = static_cast<int64_t>(host_.size());

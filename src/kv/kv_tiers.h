@@ -28,6 +28,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -37,6 +38,26 @@
 #include "kv/kv_storage.h"
 
 namespace pagoda {
+
+// Whole blocks of K/V in the tiers' format, leaving one instance for
+// another (prefill/decode disaggregation): the sender's namespace, and per
+// block its hash-chain key, tokens and bytes (KVStorage::read_block).
+struct KVBlockExport {
+  BlockKey ns;
+  int32_t block_size = 0;
+  size_t payload_bytes = 0;
+  struct Block {
+    BlockKey key;
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> payload;
+  };
+  std::vector<Block> blocks;
+};
+// The wire format (host byte order): "PGKVX001", u32 block size, u64
+// payload bytes, namespace, u64 count, then per block its key, tokens and
+// payload. decode checks every size against the bytes it has.
+std::string encode_kv_export(const KVBlockExport& e);
+Result<KVBlockExport> decode_kv_export(std::string_view bytes);
 
 struct KVTierOptions {
   int64_t host_bytes = 0;  // host-memory tier; 0: spills go straight to disk
@@ -51,6 +72,7 @@ struct KVTierStats {
   int64_t disk_writes = 0;   // files written
   int64_t disk_corrupt = 0;  // files rejected (size, header, tokens or checksum) and deleted
   int64_t disk_dropped = 0;  // files deleted to stay within the disk tier's size
+  int64_t imports = 0;       // blocks received from another instance (prefill/decode disaggregation)
   int64_t host_blocks = 0;   // blocks held now
   int64_t disk_blocks = 0;
   int64_t disk_bytes = 0;
@@ -89,6 +111,10 @@ class KVTiers {
   void persist(const BlockKey& key, std::span<const int32_t> tokens, const KVStorage& storage, BlockId block);
   // Moves every host-tier block to disk (at shutdown).
   void flush_host();
+  // Blocks another instance computed (KVBlockExport, same namespace and
+  // layout: checked by the caller) go in like spills: the host tier (or
+  // disk without one), where restore_prefix finds them.
+  void import_block(const BlockKey& key, std::span<const int32_t> tokens, std::span<const uint8_t> payload);
   KVTierStats stats() const;
 
  private:

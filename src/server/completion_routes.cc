@@ -2,6 +2,7 @@
 // the choices on the engine, and answer as one JSON body or as SSE chunks.
 #include <ctime>
 
+#include "server/disaggregation.h"
 #include "server/generation.h"
 #include "server/request_parse.h"
 #include "server/response_format.h"
@@ -241,6 +242,7 @@ void handle_completions(ServerState& st, const http::Request& req, http::Respond
     const std::string echo = !cr.echo ? "" : p.is_tokens ? tok.decode(p.tokens) : p.text;
     if (auto e = add_prompt(*job, specs, tokens, 16, echo)) return send_error(res, *e);
   }
+  if (auto e = prefill_remotely(st, req, specs)) return send_error(res, *e);
   run_job(*job, std::move(specs), res);
 }
 
@@ -295,6 +297,7 @@ void handle_chat_completions(ServerState& st, const http::Request& req, http::Re
   if (tokens.empty()) return send_error(res, bad_request("the rendered chat prompt is empty", "messages"));
   std::vector<RequestSpec> specs;
   if (auto e = add_prompt(*job, specs, tokens, 0, "")) return send_error(res, *e);
+  if (auto e = prefill_remotely(st, req, specs)) return send_error(res, *e);
   run_job(*job, std::move(specs), res);
 }
 

@@ -9,6 +9,7 @@
 
 #include "server/auth.h"
 #include "server/chat_page.h"
+#include "server/disaggregation.h"
 #include "server/request_parse.h"
 #include "server/server_state.h"
 
@@ -274,6 +275,8 @@ Result<std::unique_ptr<Server>> Server::create(AsyncEngine& engine, ServerConfig
        [&st](const http::Request& q, http::Responder& r) { handle_completions(st, q, r); }},
       {"POST", "/v1/chat/completions", false, true,
        [&st](const http::Request& q, http::Responder& r) { handle_chat_completions(st, q, r); }},
+      {"POST", "/internal/prefill", false, true,
+       [&st](const http::Request& q, http::Responder& r) { handle_internal_prefill(st, q, r); }},
   };
 
   const ServerConfig& c = st.config;

@@ -33,6 +33,9 @@ struct ServerConfig {
   // Latency targets of requests whose body sets no "slo" (0: none).
   double slo_ttft_ms = 0;
   double slo_tpot_ms = 0;
+  // Prefill/decode disaggregation (server/disaggregation.h): "prefill"
+  // serves /internal/prefill, "decode" honours X-Pagoda-Prefill; "": neither.
+  std::string role;
 };
 
 class Server {

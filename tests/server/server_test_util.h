@@ -32,6 +32,7 @@ struct TestServerOptions {
   std::string chat_template;
   std::string model;        // "": the tiny random model
   std::string kv_disk_dir;  // a disk KV tier (--kv-disk-dir); "": none
+  std::string role;         // "prefill" / "decode" (prefill/decode disaggregation); "": neither
 };
 
 class TestServer {
@@ -42,7 +43,7 @@ class TestServer {
     sched.max_num_seqs = o.max_num_seqs;
     const std::string model = o.model.empty() ? pagoda::testing_util::tiny_model_path("tiny", kTestCtx) : o.model;
     std::unique_ptr<Engine> engine;
-    if (o.kv_disk_dir.empty()) {
+    if (o.kv_disk_dir.empty() && o.role.empty()) {
       engine = pagoda::testing_util::make_engine(model, o.kv_bytes, 4, sched);
     } else {
       EngineConfig cfg;
@@ -51,6 +52,8 @@ class TestServer {
       cfg.block_size = 4;
       cfg.sched = sched;
       cfg.kv_disk_dir = o.kv_disk_dir;
+      cfg.kv_export = o.role == "prefill";
+      if (o.role == "decode") cfg.kv_host_tier_bytes = 64 << 20;
       auto e = Engine::create(model, cfg);
       EXPECT_TRUE(e.is_ok()) << e.status().message();
       engine = std::move(e).value();
@@ -63,6 +66,7 @@ class TestServer {
     c.served_model_name = "tiny";
     c.max_body_bytes = o.max_body_bytes;
     c.chat_template = o.chat_template;
+    c.role = o.role;
     auto s = Server::create(*engine_, c);
     EXPECT_TRUE(s.is_ok()) << s.status().message();
     server_ = std::move(s).value();
