@@ -21,6 +21,8 @@ case "$kind" in
     # halt_on_error: stop at the first report; the leak checker runs at exit.
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    # lsan.supp: what OpenMPI's own libraries keep (tests/dist under mpirun).
+    export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp"
     ;;
   thread)
     dir=build-tsan

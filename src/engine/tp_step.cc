@@ -18,6 +18,7 @@ void put(std::vector<uint8_t>* out, const T& v) {
 template <class T>
 void put_vec(std::vector<uint8_t>* out, std::span<const T> v) {
   put<uint64_t>(out, v.size());
+  if (v.empty()) return;
   const auto* p = reinterpret_cast<const uint8_t*>(v.data());
   out->insert(out->end(), p, p + v.size_bytes());
 }
@@ -44,7 +45,7 @@ class Reader {
     uint64_t n = 0;
     if (!get(&n) || n > max_items || n > (b_.size() - off_) / sizeof(T)) return false;
     v->resize(n);
-    std::memcpy(v->data(), b_.data() + off_, n * sizeof(T));
+    if (n > 0) std::memcpy(v->data(), b_.data() + off_, n * sizeof(T));
     off_ += n * sizeof(T);
     return true;
   }

@@ -311,7 +311,7 @@ bool KVTiers::read_disk(const BlockKey& key, std::span<const int32_t> tokens, st
   return std::equal(tokens.begin(), tokens.end(), stored.begin(), stored.end());
 }
 
-void KVTiers::drop_disk(const BlockKey& key) {
+void KVTiers::drop_disk(BlockKey key) {
   auto it = disk_.find(key);
   if (it == disk_.end()) return;
   disk_lru_.erase(it->second.lru);

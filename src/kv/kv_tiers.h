@@ -147,7 +147,7 @@ class KVTiers {
   void put_disk(const BlockKey& key, const Entry& entry);
   // Reads and checks a disk file; false (and the file deleted) when damaged.
   bool read_disk(const BlockKey& key, std::span<const int32_t> tokens, std::vector<uint8_t>* payload);
-  void drop_disk(const BlockKey& key);
+  void drop_disk(BlockKey key);  // by value: callers pass list elements it erases
 
   KVTierOptions options_;
   BlockKey ns_;
