@@ -7,7 +7,10 @@
 // prefill instance gives clear errors, never a hang; transfers between
 // mismatched instances are refused.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include <atomic>
 #include <map>
 #include <random>
 #include <thread>
@@ -156,6 +159,93 @@ TEST(Disaggregation, LostInstancesGiveErrorsNotHangs) {
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
   EXPECT_TRUE(wait_idle_and_free(d2)) << metrics_text(d2);
+}
+
+// A decode instance killed (SIGKILL) while streams run on it: those
+// streams end with an error event, the others finish, and later requests
+// go to the surviving instance.
+TEST(Disaggregation, DecodeInstanceKilledMidStream) {
+  const std::string model = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";
+  TestServerOptions po, dopt;
+  po.role = "prefill";
+  po.model = dopt.model = model;
+  po.kv_bytes = dopt.kv_bytes = 64 << 20;
+  dopt.role = "decode";
+  TestServer prefill(po), survivor(dopt);
+  const int port = 21000 + static_cast<int>(::getpid() % 20000);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl(PAGODA_BINARY, PAGODA_BINARY, "serve", "-m", model.c_str(), "--role", "decode", "-t", "1", "--port",
+            std::to_string(port).c_str(), "--kv-cache-mem", "64", "--block-size", "4",  // the TestServers' layout
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  struct Reap {  // the child never outlives a failed assertion
+    pid_t pid;
+    ~Reap() {
+      if (::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } reap{pid};
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    httplib::Client h("127.0.0.1", port);
+    auto r = h.Get("/health");
+    up = r && r->status == 200;
+    if (!up) ::usleep(100 * 1000);
+  }
+  ASSERT_TRUE(up);
+  TestRouter router({prefill.port()}, {port, survivor.port()});
+  constexpr int kStreams = 6;
+  std::atomic<int> started{0};
+  std::vector<std::string> bodies(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i)
+    clients.emplace_back([&, i] {
+      auto c = router.client();
+      bool counted = false;
+      const std::string body = json{
+          {"prompt", "Story number " + std::to_string(i) + ": once upon a time"},
+          {"max_tokens", 1500},
+          {"ignore_eos", true},
+          {"stream", true}}.dump();
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = body;
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [&, i](const char* data, size_t n, uint64_t, uint64_t) {
+        bodies[i].append(data, n);
+        if (!counted && bodies[i].find("data: ") != std::string::npos) {
+          counted = true;
+          ++started;
+        }
+        return true;
+      };
+      httplib::Response res;
+      httplib::Error err = httplib::Error::Success;
+      c.send(req, res, err);
+    });
+  for (int i = 0; i < 1500 && started.load() < kStreams; ++i) ::usleep(20 * 1000);
+  EXPECT_EQ(started.load(), kStreams);
+  ::kill(pid, SIGKILL);
+  for (auto& t : clients) t.join();
+  int errored = 0, finished = 0;
+  for (const std::string& b : bodies) {
+    if (b.find("decode_unavailable") != std::string::npos) ++errored;
+    if (b.find("data: [DONE]") != std::string::npos) ++finished;
+  }
+  EXPECT_GT(errored, 0) << "no stream ran on the killed instance";
+  EXPECT_GT(finished, 0) << "no stream ran on the surviving instance";
+  EXPECT_EQ(errored + finished, kStreams);
+  auto c = router.client();
+  for (int i = 0; i < 3; ++i) {
+    auto r = post_json(c, "/v1/completions", body_of(i, false));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  EXPECT_TRUE(wait_idle_and_free(survivor)) << metrics_text(survivor);
+  EXPECT_TRUE(wait_idle_and_free(prefill)) << metrics_text(prefill);
 }
 
 TEST(Disaggregation, MismatchedOrMalformedTransfersAreRefused) {
