@@ -25,6 +25,9 @@ namespace {
 
 using gguf::Value;
 
+// qwen35: every 4th layer attends (llama.cpp's default interval).
+constexpr int32_t kFullAttentionInterval = 4;
+
 struct Preset {
   const char* name;
   const char* arch = "llama";
@@ -34,6 +37,9 @@ struct Preset {
   int32_t num_experts = 0, num_experts_used = 0, expert_ffn_size = 0;
   int32_t sliding_window = 0;  // with the architecture's period
   float yarn_factor = 0;       // > 0: YaRN rope scaling from a 4096-token original context
+  // Gated DeltaNet layers (qwen35): conv kernel, key head size, key heads,
+  // value heads, value heads x value head size; every 4th layer attends.
+  int32_t ssm_conv_kernel = 0, ssm_state_size = 0, ssm_group_count = 0, ssm_time_step_rank = 0, ssm_inner_size = 0;
 };
 
 // Real models' shapes (random weights): the small ones as published, the MoE
@@ -83,6 +89,25 @@ constexpr Preset kPresets[] = {
      .train_context_len = 40960,
      .head_dim = 128,
      .rope_base = 1e6f},
+    // A Qwen3.5 / Qwen3-Next-style hybrid, scaled down: Gated DeltaNet
+    // layers (16 key heads, 32 value heads of 128) with gated full attention
+    // every 4th layer (16 query / 2 KV heads of 256).
+    {.name = "qwen35-hybrid",
+     .arch = "qwen35",
+     .num_layers = 24,
+     .hidden_size = 1024,
+     .num_heads = 8,
+     .num_kv_heads = 2,
+     .ffn_size = 3584,
+     .vocab_size = 151936,
+     .train_context_len = 262144,
+     .head_dim = 256,
+     .rope_base = 1e7f,
+     .ssm_conv_kernel = 4,
+     .ssm_state_size = 128,
+     .ssm_group_count = 16,
+     .ssm_time_step_rank = 32,
+     .ssm_inner_size = 4096},
     // Gemma-3-1B: 5 sliding-window (512) layers per global one, 262k vocabulary.
     {.name = "gemma3-1b",
      .arch = "gemma3",
@@ -164,8 +189,13 @@ int64_t head_dim_of(const ModelConfig& s) {
 Status validate_shape(const ModelConfig& s) {
   ModelConfig traits;
   PAGODA_RETURN_IF_ERROR(set_arch_traits(&traits, s.arch));
-  if (arch_is_recurrent(s.arch))
-    return unimplemented("make-model does not write recurrent architectures (" + s.arch + ") yet");
+  if (arch_is_recurrent(s.arch) && !traits.attn_output_gate)
+    return unimplemented("make-model does not write " + s.arch + " yet (of the recurrent families, qwen35 only)");
+  if (traits.attn_output_gate &&
+      (s.ssm_conv_kernel < 2 || s.ssm_conv_kernel > 64 || s.ssm_state_size < 1 || s.ssm_group_count < 1 ||
+       s.ssm_time_step_rank < 1 || s.ssm_time_step_rank % s.ssm_group_count != 0 || s.ssm_inner_size < 1 ||
+       s.ssm_inner_size % s.ssm_time_step_rank != 0))
+    return invalid_argument("a qwen35 model needs its Gated DeltaNet sizes (the qwen35-hybrid preset has them)");
   if (arch_is_moe(s.arch) && (s.num_experts < 1 || s.num_experts_used < 1 || s.expert_ffn_size < 1 ||
                               s.num_experts_used > s.num_experts || s.num_experts > 4096)) {
     return invalid_argument(
@@ -364,6 +394,14 @@ void set_hparams(const ModelConfig& s, const MakeModelOptions& opts, gguf::GGUFW
     w.set(p + "attention.sliding_window", u32(s.sliding_window));
     w.set(p + "attention.sliding_window_pattern", u32(s.swa_period));
   }
+  if (s.ssm_inner_size > 0) {
+    w.set(p + "ssm.conv_kernel", u32(s.ssm_conv_kernel));
+    w.set(p + "ssm.state_size", u32(s.ssm_state_size));
+    w.set(p + "ssm.group_count", u32(s.ssm_group_count));
+    w.set(p + "ssm.time_step_rank", u32(s.ssm_time_step_rank));
+    w.set(p + "ssm.inner_size", u32(s.ssm_inner_size));
+    w.set(p + "full_attention_interval", u32(kFullAttentionInterval));
+  }
   if (arch_is_moe(s.arch)) {
     w.set(p + "expert_count", u32(s.num_experts));
     w.set(p + "expert_used_count", u32(s.num_experts_used));
@@ -420,6 +458,11 @@ Result<ModelConfig> model_preset(std::string_view name) {
     s.num_experts_used = p.num_experts_used;
     s.expert_ffn_size = p.expert_ffn_size;
     s.sliding_window = p.sliding_window;
+    s.ssm_conv_kernel = p.ssm_conv_kernel;
+    s.ssm_state_size = p.ssm_state_size;
+    s.ssm_group_count = p.ssm_group_count;
+    s.ssm_time_step_rank = p.ssm_time_step_rank;
+    s.ssm_inner_size = p.ssm_inner_size;
     if (p.yarn_factor > 0) {
       s.rope_ext_factor = 1;
       s.rope_freq_scale = 1.0f / p.yarn_factor;
@@ -493,10 +536,30 @@ Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embedd
   const double depth = 1.0 / std::sqrt(2.0 * static_cast<double>(s.num_layers));
   PlanBuilder b;
   b.add("token_embd.weight", {s.hidden_size, s.vocab_size}, checked, 0, 0.02);
+  const bool deltanet = t.attn_output_gate;  // qwen35: Gated DeltaNet layers with gated attention
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     b.add(p + "attn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
-    b.add(p + "attn_q.weight", {s.hidden_size, q_dim}, checked, 0, in_std);
+    if (deltanet && (i + 1) % kFullAttentionInterval != 0) {  // a Gated DeltaNet layer, then the FFN
+      const int64_t hs = s.hidden_size, inner = s.ssm_inner_size, heads = s.ssm_time_step_rank;
+      const int64_t channels = 2 * int64_t{s.ssm_group_count} * s.ssm_state_size + inner;
+      b.add(p + "attn_qkv.weight", {hs, channels}, checked, 0, in_std);
+      b.add(p + "attn_gate.weight", {hs, inner}, checked, 0, in_std);
+      b.add(p + "ssm_beta.weight", {hs, heads}, checked, 0, in_std);
+      b.add(p + "ssm_alpha.weight", {hs, heads}, checked, 0, in_std);
+      b.add(p + "ssm_conv1d.weight", {s.ssm_conv_kernel, channels}, DType::kF32, 0, 0.3);
+      b.add(p + "ssm_dt.bias", {heads}, DType::kF32, 0, 0.3);
+      b.add(p + "ssm_a", {heads}, DType::kF32, -1, 0.2);  // -exp(A_log): negative, a decay
+      b.add(p + "ssm_norm.weight", {inner / heads}, DType::kF32, 1, 0.02);
+      b.add(p + "ssm_out.weight", {inner, hs}, checked, 0, depth / std::sqrt(static_cast<double>(inner)));
+      b.add(p + t.ffn_norm_name + ".weight", {hs}, DType::kF32, 1, 0.02);
+      b.add(p + "ffn_gate.weight", {hs, s.ffn_size}, checked, 0, in_std);
+      b.add(p + "ffn_up.weight", {hs, s.ffn_size}, checked, 0, in_std);
+      b.add(p + "ffn_down.weight", {s.ffn_size, hs}, checked, 0, depth / std::sqrt(static_cast<double>(s.ffn_size)));
+      continue;
+    }
+    // Gated attention (qwen35) projects [q, gate] per head.
+    b.add(p + "attn_q.weight", {s.hidden_size, t.attn_output_gate ? 2 * q_dim : q_dim}, checked, 0, in_std);
     b.add(p + "attn_k.weight", {s.hidden_size, kv_dim}, checked, 0, in_std);
     b.add(p + "attn_v.weight", {s.hidden_size, kv_dim}, checked, 0, in_std);
     if (t.has_qkv_bias || gpt_oss) {

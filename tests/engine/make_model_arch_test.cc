@@ -31,6 +31,14 @@ ModelConfig tiny_of(const std::string& arch) {
     c.expert_ffn_size = 32;
   }
   if (c.swa_period > 0) c.sliding_window = 8;
+  if (arch == "qwen35") {  // Gated DeltaNet: 2 key heads, 4 value heads of 16
+    c.num_layers = 4;      // layer 3 attends
+    c.ssm_conv_kernel = 4;
+    c.ssm_state_size = 16;
+    c.ssm_group_count = 2;
+    c.ssm_time_step_rank = 4;
+    c.ssm_inner_size = 64;
+  }
   if (arch == "gpt-oss") {
     c.rope_ext_factor = 1;
     c.rope_freq_scale = 0.25f;
@@ -118,12 +126,23 @@ TEST_P(MakeModelArch, LoadsRunsAndIgnoresChunking) {
   }
 }
 
-// make-model writes every architecture but the recurrent ones.
+// make-model writes every architecture but two recurrent ones (of those,
+// qwen35 only).
 std::vector<std::string> make_model_archs() {
   std::vector<std::string> out;
   for (const std::string& a : supported_archs())
-    if (!arch_is_recurrent(a)) out.push_back(a);
+    if (!arch_is_recurrent(a) || a == "qwen35") out.push_back(a);
   return out;
+}
+
+TEST(MakeModelArchErrors, MambaAndRwkvAreRefusedClearly) {
+  for (const char* arch : {"mamba2", "rwkv7"}) {
+    MakeModelOptions o;
+    o.config = tiny_of(arch);
+    auto plan = make_model(o, (std::filesystem::temp_directory_path() / "pagoda_never_written.gguf").string());
+    ASSERT_FALSE(plan.is_ok());
+    EXPECT_NE(plan.status().message().find("qwen35 only"), std::string::npos) << plan.status().message();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, MakeModelArch, ::testing::ValuesIn(make_model_archs()), [](const auto& info) {
@@ -161,6 +180,7 @@ TEST(MakeModelPresets, RealShapesPlanTheirPublishedSizes) {
       {"gemma3-1b", "gemma3", 990, 1010, true},           // Gemma-3-1B: 1.0B
       {"qwen3-moe-mini", "qwen3moe", 3000, 3400, false},  // 8 layers x 64 experts + 2 x 311M embeddings
       {"gpt-oss-mini", "gpt-oss", 2800, 3200, false},     // 4 layers x 16 experts + 2 x 579M embeddings
+      {"qwen35-hybrid", "qwen35", 900, 950, false},       // 18 DeltaNet + 6 gated attention layers, 2 x 156M
   };
   for (const Want& w : wants) {
     auto c = model_preset(w.preset);
