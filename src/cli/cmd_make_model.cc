@@ -42,7 +42,7 @@ int cmd_make_model(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   std::string archs;
   for (const auto& a : supported_archs())
-    if (!arch_is_recurrent(a) || a == "qwen35") archs += (archs.empty() ? "" : ", ") + a;
+    if (a != "rwkv7") archs += (archs.empty() ? "" : ", ") + a;
   app.add_option("--arch", arch, "architecture instead of the preset's: " + archs);
   app.add_option("--name", name, "general.name (default: pagoda-random-<preset>)");
   app.add_flag("--tied", tied, "tied embeddings: no output.weight");

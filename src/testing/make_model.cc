@@ -108,6 +108,21 @@ constexpr Preset kPresets[] = {
      .ssm_group_count = 16,
      .ssm_time_step_rank = 32,
      .ssm_inner_size = 4096},
+    // Mamba2-370m's shape: 48 Mamba-2 layers, inner 2048 in 32 heads of 64, state 128.
+    {.name = "mamba2-370m",
+     .arch = "mamba2",
+     .num_layers = 48,
+     .hidden_size = 1024,
+     .num_heads = 1,  // no attention
+     .num_kv_heads = 1,
+     .ffn_size = 1,  // no FFN
+     .vocab_size = 50288,
+     .train_context_len = 1048576,
+     .ssm_conv_kernel = 4,
+     .ssm_state_size = 128,
+     .ssm_group_count = 1,
+     .ssm_time_step_rank = 32,
+     .ssm_inner_size = 2048},
     // Gemma-3-1B: 5 sliding-window (512) layers per global one, 262k vocabulary.
     {.name = "gemma3-1b",
      .arch = "gemma3",
@@ -189,13 +204,16 @@ int64_t head_dim_of(const ModelConfig& s) {
 Status validate_shape(const ModelConfig& s) {
   ModelConfig traits;
   PAGODA_RETURN_IF_ERROR(set_arch_traits(&traits, s.arch));
-  if (arch_is_recurrent(s.arch) && !traits.attn_output_gate)
-    return unimplemented("make-model does not write " + s.arch + " yet (of the recurrent families, qwen35 only)");
-  if (traits.attn_output_gate &&
+  const bool mamba2 = s.arch == "mamba2";
+  if (arch_is_recurrent(s.arch) && !traits.attn_output_gate && !mamba2)
+    return unimplemented("make-model does not write " + s.arch +
+                         " yet (of the recurrent families, qwen35 and mamba2 only)");
+  if ((traits.attn_output_gate || mamba2) &&
       (s.ssm_conv_kernel < 2 || s.ssm_conv_kernel > 64 || s.ssm_state_size < 1 || s.ssm_group_count < 1 ||
        s.ssm_time_step_rank < 1 || s.ssm_time_step_rank % s.ssm_group_count != 0 || s.ssm_inner_size < 1 ||
        s.ssm_inner_size % s.ssm_time_step_rank != 0))
-    return invalid_argument("a qwen35 model needs its Gated DeltaNet sizes (the qwen35-hybrid preset has them)");
+    return invalid_argument("a " + s.arch +
+                            " model needs its ssm sizes (the qwen35-hybrid and mamba2-370m presets have them)");
   if (arch_is_moe(s.arch) && (s.num_experts < 1 || s.num_experts_used < 1 || s.expert_ffn_size < 1 ||
                               s.num_experts_used > s.num_experts || s.num_experts > 4096)) {
     return invalid_argument(
@@ -537,9 +555,23 @@ Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embedd
   PlanBuilder b;
   b.add("token_embd.weight", {s.hidden_size, s.vocab_size}, checked, 0, 0.02);
   const bool deltanet = t.attn_output_gate;  // qwen35: Gated DeltaNet layers with gated attention
+  const bool mamba2 = s.arch == "mamba2";    // Mamba-2 layers only, no FFN
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     b.add(p + "attn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    if (mamba2) {  // in_proj [z, xBC, dt], conv, per-head decay and skip, grouped norm, out_proj
+      const int64_t hs = s.hidden_size, inner = s.ssm_inner_size, heads = s.ssm_time_step_rank;
+      const int64_t channels = 2 * int64_t{s.ssm_group_count} * s.ssm_state_size + inner;
+      b.add(p + "ssm_in.weight", {hs, inner + channels + heads}, checked, 0, in_std);
+      b.add(p + "ssm_conv1d.weight", {s.ssm_conv_kernel, channels}, DType::kF32, 0, 0.3);
+      b.add(p + "ssm_conv1d.bias", {channels}, DType::kF32, 0, 0.02);
+      b.add(p + "ssm_dt.bias", {heads}, DType::kF32, 0, 0.3);
+      b.add(p + "ssm_a", {heads}, DType::kF32, -1, 0.2);
+      b.add(p + "ssm_d", {heads}, DType::kF32, 1, 0.1);
+      b.add(p + "ssm_norm.weight", {inner}, DType::kF32, 1, 0.02);
+      b.add(p + "ssm_out.weight", {inner, hs}, checked, 0, depth / std::sqrt(static_cast<double>(inner)));
+      continue;
+    }
     if (deltanet && (i + 1) % kFullAttentionInterval != 0) {  // a Gated DeltaNet layer, then the FFN
       const int64_t hs = s.hidden_size, inner = s.ssm_inner_size, heads = s.ssm_time_step_rank;
       const int64_t channels = 2 * int64_t{s.ssm_group_count} * s.ssm_state_size + inner;

@@ -31,8 +31,8 @@ ModelConfig tiny_of(const std::string& arch) {
     c.expert_ffn_size = 32;
   }
   if (c.swa_period > 0) c.sliding_window = 8;
-  if (arch == "qwen35") {  // Gated DeltaNet: 2 key heads, 4 value heads of 16
-    c.num_layers = 4;      // layer 3 attends
+  if (arch == "qwen35" || arch == "mamba2") {  // 2 groups (key heads), 4 value heads of 16
+    if (arch == "qwen35") c.num_layers = 4;    // layer 3 attends
     c.ssm_conv_kernel = 4;
     c.ssm_state_size = 16;
     c.ssm_group_count = 2;
@@ -126,22 +126,21 @@ TEST_P(MakeModelArch, LoadsRunsAndIgnoresChunking) {
   }
 }
 
-// make-model writes every architecture but two recurrent ones (of those,
-// qwen35 only).
+// make-model writes every architecture but rwkv7.
 std::vector<std::string> make_model_archs() {
   std::vector<std::string> out;
   for (const std::string& a : supported_archs())
-    if (!arch_is_recurrent(a) || a == "qwen35") out.push_back(a);
+    if (!arch_is_recurrent(a) || a == "qwen35" || a == "mamba2") out.push_back(a);
   return out;
 }
 
-TEST(MakeModelArchErrors, MambaAndRwkvAreRefusedClearly) {
-  for (const char* arch : {"mamba2", "rwkv7"}) {
+TEST(MakeModelArchErrors, RwkvIsRefusedClearly) {
+  for (const char* arch : {"rwkv7"}) {
     MakeModelOptions o;
     o.config = tiny_of(arch);
     auto plan = make_model(o, (std::filesystem::temp_directory_path() / "pagoda_never_written.gguf").string());
     ASSERT_FALSE(plan.is_ok());
-    EXPECT_NE(plan.status().message().find("qwen35 only"), std::string::npos) << plan.status().message();
+    EXPECT_NE(plan.status().message().find("qwen35 and mamba2 only"), std::string::npos) << plan.status().message();
   }
 }
 
@@ -181,6 +180,7 @@ TEST(MakeModelPresets, RealShapesPlanTheirPublishedSizes) {
       {"qwen3-moe-mini", "qwen3moe", 3000, 3400, false},  // 8 layers x 64 experts + 2 x 311M embeddings
       {"gpt-oss-mini", "gpt-oss", 2800, 3200, false},     // 4 layers x 16 experts + 2 x 579M embeddings
       {"qwen35-hybrid", "qwen35", 900, 950, false},       // 18 DeltaNet + 6 gated attention layers, 2 x 156M
+      {"mamba2-370m", "mamba2", 360, 380, true},          // Mamba2-370m: 368M with tied embeddings
   };
   for (const Want& w : wants) {
     auto c = model_preset(w.preset);
