@@ -41,8 +41,7 @@ int cmd_make_model(int argc, char** argv) {
                  "copy the tokenizer of this GGUF file (sets vocab_size); default: a built-in byte-level BPE");
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   std::string archs;
-  for (const auto& a : supported_archs())
-    if (a != "rwkv7") archs += (archs.empty() ? "" : ", ") + a;
+  for (const auto& a : supported_archs()) archs += (archs.empty() ? "" : ", ") + a;
   app.add_option("--arch", arch, "architecture instead of the preset's: " + archs);
   app.add_option("--name", name, "general.name (default: pagoda-random-<preset>)");
   app.add_flag("--tied", tied, "tied embeddings: no output.weight");

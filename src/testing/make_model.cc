@@ -40,6 +40,7 @@ struct Preset {
   // Gated DeltaNet layers (qwen35): conv kernel, key head size, key heads,
   // value heads, value heads x value head size; every 4th layer attends.
   int32_t ssm_conv_kernel = 0, ssm_state_size = 0, ssm_group_count = 0, ssm_time_step_rank = 0, ssm_inner_size = 0;
+  int32_t rwkv_head_size = 0;  // rwkv7's wkv head size
 };
 
 // Real models' shapes (random weights): the small ones as published, the MoE
@@ -123,6 +124,17 @@ constexpr Preset kPresets[] = {
      .ssm_group_count = 1,
      .ssm_time_step_rank = 32,
      .ssm_inner_size = 2048},
+    // RWKV-7 World 0.1B's shape: 12 layers of 768 in heads of 64, 65k vocabulary.
+    {.name = "rwkv7-0.1b",
+     .arch = "rwkv7",
+     .num_layers = 12,
+     .hidden_size = 768,
+     .num_heads = 1,  // no attention
+     .num_kv_heads = 1,
+     .ffn_size = 3072,
+     .vocab_size = 65536,
+     .train_context_len = 1048576,
+     .rwkv_head_size = 64},
     // Gemma-3-1B: 5 sliding-window (512) layers per global one, 262k vocabulary.
     {.name = "gemma3-1b",
      .arch = "gemma3",
@@ -205,9 +217,8 @@ Status validate_shape(const ModelConfig& s) {
   ModelConfig traits;
   PAGODA_RETURN_IF_ERROR(set_arch_traits(&traits, s.arch));
   const bool mamba2 = s.arch == "mamba2";
-  if (arch_is_recurrent(s.arch) && !traits.attn_output_gate && !mamba2)
-    return unimplemented("make-model does not write " + s.arch +
-                         " yet (of the recurrent families, qwen35 and mamba2 only)");
+  if (s.arch == "rwkv7" && (s.rwkv_head_size < 1 || s.hidden_size % s.rwkv_head_size != 0))
+    return invalid_argument("an rwkv7 model needs a wkv head size dividing the hidden size (the rwkv7-0.1b preset)");
   if ((traits.attn_output_gate || mamba2) &&
       (s.ssm_conv_kernel < 2 || s.ssm_conv_kernel > 64 || s.ssm_state_size < 1 || s.ssm_group_count < 1 ||
        s.ssm_time_step_rank < 1 || s.ssm_time_step_rank % s.ssm_group_count != 0 || s.ssm_inner_size < 1 ||
@@ -412,6 +423,10 @@ void set_hparams(const ModelConfig& s, const MakeModelOptions& opts, gguf::GGUFW
     w.set(p + "attention.sliding_window", u32(s.sliding_window));
     w.set(p + "attention.sliding_window_pattern", u32(s.swa_period));
   }
+  if (s.rwkv_head_size > 0) {
+    w.set(p + "wkv.head_size", u32(s.rwkv_head_size));
+    w.set(p + "attention.layer_norm_epsilon", Value::make_f32(1e-5f));
+  }
   if (s.ssm_inner_size > 0) {
     w.set(p + "ssm.conv_kernel", u32(s.ssm_conv_kernel));
     w.set(p + "ssm.state_size", u32(s.ssm_state_size));
@@ -481,6 +496,7 @@ Result<ModelConfig> model_preset(std::string_view name) {
     s.ssm_group_count = p.ssm_group_count;
     s.ssm_time_step_rank = p.ssm_time_step_rank;
     s.ssm_inner_size = p.ssm_inner_size;
+    s.rwkv_head_size = p.rwkv_head_size;
     if (p.yarn_factor > 0) {
       s.rope_ext_factor = 1;
       s.rope_freq_scale = 1.0f / p.yarn_factor;
@@ -556,9 +572,38 @@ Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embedd
   b.add("token_embd.weight", {s.hidden_size, s.vocab_size}, checked, 0, 0.02);
   const bool deltanet = t.attn_output_gate;  // qwen35: Gated DeltaNet layers with gated attention
   const bool mamba2 = s.arch == "mamba2";    // Mamba-2 layers only, no FFN
+  const bool rwkv7 = s.arch == "rwkv7";      // LayerNorms with biases, time mix, channel mix
+  if (rwkv7) {
+    b.add("token_embd_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    b.add("token_embd_norm.bias", {s.hidden_size}, DType::kF32, 0, 0.02);
+  }
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     b.add(p + "attn_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+    if (rwkv7) {
+      const int64_t hs = s.hidden_size;
+      const std::string tm = p + "time_mix_";
+      b.add(p + "attn_norm.bias", {hs}, DType::kF32, 0, 0.02);
+      b.add(p + "attn_norm_2.weight", {hs}, DType::kF32, 1, 0.02);
+      b.add(p + "attn_norm_2.bias", {hs}, DType::kF32, 0, 0.02);
+      b.add(tm + "w0.weight", {hs}, DType::kF32, -0.5, 0.3);
+      for (const char* v : {"a0", "v0", "k_k", "k_a", "r_k"}) b.add(tm + v + ".weight", {hs}, DType::kF32, 0, 0.3);
+      b.add(tm + "ln.weight", {hs}, DType::kF32, 1, 0.02);
+      b.add(tm + "ln.bias", {hs}, DType::kF32, 0, 0.02);
+      b.add(tm + "lerp_fused.weight", {hs, 1, 1, 6}, DType::kF32, 0.5, 0.2);
+      b.add(p + "channel_mix_lerp_k.weight", {hs}, DType::kF32, 0.5, 0.2);
+      // LoRA pairs (RWKV-7 0.1B's ranks): decay, in-context rate, value residual, gate.
+      for (const auto& [name, rank] : {std::pair<const char*, int64_t>{"w", 64}, {"a", 64}, {"v", 32}, {"g", 128}}) {
+        b.add(tm + name + "1.weight", {hs, rank}, DType::kF32, 0, in_std);
+        b.add(tm + name + "2.weight", {rank, hs}, DType::kF32, 0, 0.1 / std::sqrt(static_cast<double>(rank)));
+      }
+      for (const char* m : {"receptance", "key", "value"}) b.add(tm + m + ".weight", {hs, hs}, checked, 0, in_std);
+      b.add(tm + "output.weight", {hs, hs}, checked, 0, depth / std::sqrt(static_cast<double>(hs)));
+      b.add(p + "channel_mix_key.weight", {hs, s.ffn_size}, checked, 0, in_std);
+      b.add(p + "channel_mix_value.weight", {s.ffn_size, hs}, checked, 0,
+            depth / std::sqrt(static_cast<double>(s.ffn_size)));
+      continue;
+    }
     if (mamba2) {  // in_proj [z, xBC, dt], conv, per-head decay and skip, grouped norm, out_proj
       const int64_t hs = s.hidden_size, inner = s.ssm_inner_size, heads = s.ssm_time_step_rank;
       const int64_t channels = 2 * int64_t{s.ssm_group_count} * s.ssm_state_size + inner;
@@ -632,6 +677,7 @@ Result<ModelPlan> plan_model(const ModelConfig& s, DType dtype, bool tied_embedd
     if (t.has_post_norms) b.add(p + "post_ffw_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
   }
   b.add("output_norm.weight", {s.hidden_size}, DType::kF32, 1, 0.02);
+  if (rwkv7) b.add("output_norm.bias", {s.hidden_size}, DType::kF32, 0, 0.02);
   if (!tied_embeddings) b.add("output.weight", {s.hidden_size, s.vocab_size}, output_type(checked), 0, in_std);
   return b.finish();
 }

@@ -31,6 +31,7 @@ ModelConfig tiny_of(const std::string& arch) {
     c.expert_ffn_size = 32;
   }
   if (c.swa_period > 0) c.sliding_window = 8;
+  if (arch == "rwkv7") c.rwkv_head_size = 16;  // 4 heads of 16
   if (arch == "qwen35" || arch == "mamba2") {  // 2 groups (key heads), 4 value heads of 16
     if (arch == "qwen35") c.num_layers = 4;    // layer 3 attends
     c.ssm_conv_kernel = 4;
@@ -126,21 +127,21 @@ TEST_P(MakeModelArch, LoadsRunsAndIgnoresChunking) {
   }
 }
 
-// make-model writes every architecture but rwkv7.
+// make-model writes every supported architecture.
 std::vector<std::string> make_model_archs() {
   std::vector<std::string> out;
-  for (const std::string& a : supported_archs())
-    if (!arch_is_recurrent(a) || a == "qwen35" || a == "mamba2") out.push_back(a);
+  for (const std::string& a : supported_archs()) out.push_back(a);
   return out;
 }
 
-TEST(MakeModelArchErrors, RwkvIsRefusedClearly) {
-  for (const char* arch : {"rwkv7"}) {
+TEST(MakeModelArchErrors, RecurrentShapesNeedTheirSizes) {
+  for (const char* arch : {"rwkv7", "mamba2", "qwen35"}) {
     MakeModelOptions o;
-    o.config = tiny_of(arch);
+    o.config = model_preset("tiny").value();
+    ASSERT_TRUE(set_model_arch(&o.config, arch).is_ok());
     auto plan = make_model(o, (std::filesystem::temp_directory_path() / "pagoda_never_written.gguf").string());
-    ASSERT_FALSE(plan.is_ok());
-    EXPECT_NE(plan.status().message().find("qwen35 and mamba2 only"), std::string::npos) << plan.status().message();
+    ASSERT_FALSE(plan.is_ok()) << arch;
+    EXPECT_NE(plan.status().message().find("preset"), std::string::npos) << plan.status().message();
   }
 }
 
@@ -181,6 +182,7 @@ TEST(MakeModelPresets, RealShapesPlanTheirPublishedSizes) {
       {"gpt-oss-mini", "gpt-oss", 2800, 3200, false},     // 4 layers x 16 experts + 2 x 579M embeddings
       {"qwen35-hybrid", "qwen35", 900, 950, false},       // 18 DeltaNet + 6 gated attention layers, 2 x 156M
       {"mamba2-370m", "mamba2", 360, 380, true},          // Mamba2-370m: 368M with tied embeddings
+      {"rwkv7-0.1b", "rwkv7", 185, 200, false},           // RWKV-7 World 0.1B: 191M with its 65k vocabulary
   };
   for (const Want& w : wants) {
     auto c = model_preset(w.preset);
