@@ -72,6 +72,16 @@ void add_weight_options(CLI::App& app, WeightOptions* opts) {
                "(AVX-512 BF16; about 2x the F16 prefill rate; logits drift, see the README)");
 }
 
+sigset_t block_shutdown_signals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
+
 void add_kv_tier_options(CLI::App& app, KvTierOptions* opts) {
   app.add_option("--kv-host-size", opts->host_gib,
                  "host-memory KV tier in GiB: blocks the prefix cache evicts are kept there (and move on to "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <string>
 
 #include "core/dtype.h"
@@ -17,6 +18,11 @@ int parse_or_exit(CLI::App& app, int argc, char** argv);
 
 // Prints "pagoda <command>: error: <message>" to stderr; returns `code`.
 int fail(const char* command, const std::string& message, int code = 1);
+
+// A server's signals: blocks SIGINT and SIGTERM in this thread (and every
+// thread started after it), to be taken with sigtimedwait by one waiting
+// thread; ignores SIGPIPE. Returns the blocked set.
+sigset_t block_shutdown_signals();
 
 // Reads a whole file into *out; false if it cannot be opened.
 bool read_text_file(const std::string& path, std::string* out);

@@ -21,12 +21,8 @@ int cmd_router(int argc, char** argv) {
   app.add_option("--decode", rc.decode, "a decode instance, http://host:port (repeatable)")->required();
   app.add_option("--http-threads", rc.num_http_threads, "requests handled at once")->capture_default_str();
   if (int code = parse_or_exit(app, argc, argv); code >= 0) return code;
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Signals go to one waiting thread; every thread started below inherits the mask.
+  const sigset_t sigs = block_shutdown_signals();
   auto r = router::Router::create(rc);
   if (!r) return fail("router", r.status().message());
   auto port = (*r)->bind();

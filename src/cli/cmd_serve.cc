@@ -135,12 +135,7 @@ int cmd_serve(int argc, char** argv) {
   sched.preempt_mode = preemption == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
 
   // Signals go to one waiting thread; every thread started below inherits the mask.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t sigs = block_shutdown_signals();
   // Request bodies of several MB (and their parsed copies) must not ratchet
   // the resident size up: glibc raises its mmap threshold after each large
   // free, and a thread arena's top is never trimmed by malloc_trim. A fixed

@@ -71,7 +71,7 @@ ModelRunner::~ModelRunner() {
   }
 }
 
-void ModelRunner::copy_blocks(const TpStep& out) {
+void ModelRunner::copy_blocks(const StepCopies& out) {
   // Streaming eviction acts on the blocks as the last step left them.
   for (const BlockCopy& c : out.evict_cow) kv_storage_->copy_block(c.src, c.dst);
   if (!out.key_shifts.empty()) model_->shift_keys(out.key_shifts, *kv_storage_, *pool_);
@@ -142,12 +142,7 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
 
 std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheManager& kv) {
   run_tier_copies();  // spills before anything reuses an evicted block; loads before anything reads one
-  TpStep& c = tp_step_;
-  c.evict_cow = out.evict_cow;
-  c.key_shifts = out.key_shifts;
-  c.swap_out = out.swap_out;
-  c.swap_in = out.swap_in;
-  c.cow = out.cow;
+  const StepCopies c{out.evict_cow, out.key_shifts, out.swap_out, out.swap_in, out.cow};
   build_batch(out, kv);
   const auto rows = static_cast<int64_t>(batch_.logit_rows.size());
   logits_.resize(static_cast<size_t>(rows) * config().vocab_size);

@@ -129,13 +129,13 @@ class ModelRunner {
 
  private:
   ModelRunner() = default;
-  void copy_blocks(const TpStep& c);
+  void copy_blocks(const StepCopies& c);
   // Scale-out (model_runner_dist.cc): splits the model over the group.
   Status start_distributed(const RunnerConfig& config);
   // Every rank's part of one step: the copies, then its stage's layers over
   // the batch (in micro-batches passed stage to stage when pp > 1), then
   // the last stage's logits slices gathered into logits_ at rank 0.
-  void run_distributed(const TpStep& step, const ForwardBatch& batch);
+  void run_distributed(const StepCopies& copies, const ForwardBatch& batch);
   void gather_logits(int64_t rows);
   void build_batch(const SchedulerOutput& out, const KVCacheManager& kv);
 
@@ -148,7 +148,7 @@ class ModelRunner {
   dist::Comm* comm_ = nullptr;               // scale-out (size > 1): the whole group; not owned
   dist::Comm* tp_comm_ = nullptr;            // this stage's tensor-parallel ranks (tp > 1)
   int32_t tp_ = 1, pp_ = 1, stage_ = 0, tp_rank_ = 0;
-  TpStep tp_step_;  // the step's copies (and, at ranks > 0, its batch)
+  TpStep tp_step_;  // ranks > 0: the received step
   std::vector<uint8_t> tp_bytes_;
   std::vector<float> tp_local_, tp_gathered_, pp_hidden_in_, pp_hidden_out_;
   std::vector<ForwardBatch> micro_batches_;

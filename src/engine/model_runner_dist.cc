@@ -72,8 +72,8 @@ Status ModelRunner::start_distributed(const RunnerConfig& config) {
   return Status::ok();
 }
 
-void ModelRunner::run_distributed(const TpStep& step, const ForwardBatch& batch) {
-  copy_blocks(step);
+void ModelRunner::run_distributed(const StepCopies& copies, const ForwardBatch& batch) {
+  copy_blocks(copies);
   const auto rows = static_cast<int64_t>(batch.logit_rows.size());
   const bool last = model_->is_last_stage();
   tp_local_.resize(last ? static_cast<size_t>(rows) * model_->vocab_rows() : 0);
@@ -140,7 +140,7 @@ Status ModelRunner::serve_tensor_parallel() {
     if (tp_bytes_.empty()) return Status::ok();
     PAGODA_RETURN_IF_ERROR(
         decode_tp_step(tp_bytes_, block_size_, kv_storage_->num_blocks(), host_blocks, config().num_layers, &tp_step_));
-    run_distributed(tp_step_, tp_step_.batch);
+    run_distributed(tp_step_.copies(), tp_step_.batch);
   }
 }
 

@@ -8,19 +8,23 @@ namespace pagoda {
 
 namespace {
 
+void append(std::vector<uint8_t>* out, const void* p, size_t n) {
+  if (n == 0) return;
+  const size_t old = out->size();
+  out->resize(old + n);
+  std::memcpy(out->data() + old, p, n);
+}
+
 template <class T>
 void put(std::vector<uint8_t>* out, const T& v) {
   static_assert(std::is_trivially_copyable_v<T>);
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out->insert(out->end(), p, p + sizeof v);
+  append(out, &v, sizeof v);
 }
 
 template <class T>
 void put_vec(std::vector<uint8_t>* out, std::span<const T> v) {
   put<uint64_t>(out, v.size());
-  if (v.empty()) return;
-  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-  out->insert(out->end(), p, p + v.size_bytes());
+  append(out, v.data(), v.size_bytes());
 }
 
 // The fields of a SeqSlice that travel (its table travels separately).
@@ -58,7 +62,7 @@ class Reader {
 
 }  // namespace
 
-void encode_tp_step(const TpStep& c, const ForwardBatch& batch, int32_t block_size, std::vector<uint8_t>* out) {
+void encode_tp_step(const StepCopies& c, const ForwardBatch& batch, int32_t block_size, std::vector<uint8_t>* out) {
   out->clear();
   put_vec<BlockCopy>(out, c.evict_cow);
   put_vec<KeyShift>(out, c.key_shifts);

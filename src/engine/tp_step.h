@@ -16,15 +16,24 @@
 
 namespace pagoda {
 
+// A step's block copies, in the order ModelRunner runs them (views of a
+// SchedulerOutput's lists, or of a decoded TpStep's).
+struct StepCopies {
+  std::span<const BlockCopy> evict_cow;
+  std::span<const KeyShift> key_shifts;
+  std::span<const BlockCopy> swap_out, swap_in, cow;
+};
+
 struct TpStep {
   std::vector<BlockCopy> evict_cow, swap_out, swap_in, cow;
   std::vector<KeyShift> key_shifts;
   ForwardBatch batch;
   std::vector<std::vector<BlockId>> tables;  // per slice; batch.seqs[i].block_table points here
+  StepCopies copies() const { return {evict_cow, key_shifts, swap_out, swap_in, cow}; }
 };
 
 // block_size: the KV storage's; each slice carries the blocks covering kv_len.
-void encode_tp_step(const TpStep& copies, const ForwardBatch& batch, int32_t block_size, std::vector<uint8_t>* out);
+void encode_tp_step(const StepCopies& copies, const ForwardBatch& batch, int32_t block_size, std::vector<uint8_t>* out);
 // num_blocks / num_host_blocks / num_layers: the receiver's storage, for the checks.
 Status decode_tp_step(std::span<const uint8_t> bytes, int32_t block_size, int32_t num_blocks, int32_t num_host_blocks,
                       int32_t num_layers, TpStep* out);

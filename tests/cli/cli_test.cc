@@ -13,33 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "../run_command.h"
 #include "../shared_files.h"
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;  // -1 if killed by a signal
-  std::string out, err;
-};
+using pagoda::testing_util::RunResult;
 
 RunResult run(const std::string& args, const std::string& stdin_text = "") {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string err_path = (dir / ("pagoda_cli_err_" + std::to_string(::getpid()))).string();
-  const std::string in_path = (dir / ("pagoda_cli_in_" + std::to_string(::getpid()))).string();
-  std::ofstream(in_path) << stdin_text;
-  const std::string cmd = std::string(PAGODA_BINARY) + " " + args + " <" + in_path + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  return r;
+  return pagoda::testing_util::run_command(std::string(PAGODA_BINARY) + " " + args, stdin_text);
 }
 
 const std::string kShared = PAGODA_SHARED_DIR;

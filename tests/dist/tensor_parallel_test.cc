@@ -24,32 +24,15 @@
 #include <vector>
 
 #include "../build_kind.h"
+#include "../run_command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using pagoda::testing_util::RunResult;
 
-RunResult run(const std::string& cmd) {
-  const std::string err_path = (fs::temp_directory_path() / ("pagoda_tp_err_" + std::to_string(::getpid()))).string();
-  RunResult r;
-  FILE* p = popen((cmd + " 2>" + err_path).c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  fs::remove(err_path);
-  return r;
-}
+RunResult run(const std::string& cmd) { return pagoda::testing_util::run_command(cmd); }
 
 const std::string kBin = PAGODA_BINARY;
 const std::string kBundled = std::string(PAGODA_SOURCE_DIR) + "/models/pagoda-small.gguf";

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -98,6 +100,27 @@ inline std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_b
   auto e = Engine::create(path, cfg);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   return std::move(e).value();
+}
+
+// Runs requests arriving over steps (pairs of arrival step and spec),
+// checking the KV manager's invariants after every step; returns each job's
+// generated tokens keyed by job index.
+inline std::map<int, std::vector<int32_t>> run_jobs(Engine& e, const std::vector<std::pair<int, RequestSpec>>& jobs,
+                                                    int max_steps = 20000) {
+  std::map<int64_t, int> job_of;
+  std::map<int, std::vector<int32_t>> out;
+  for (int step = 0; step < max_steps; ++step) {
+    for (size_t j = 0; j < jobs.size(); ++j)
+      if (jobs[j].first == step) job_of[e.add_request(jobs[j].second).value().value] = static_cast<int>(j);
+    if (step > jobs.back().first && !e.has_unfinished()) break;
+    for (const auto& o : e.step()) {
+      auto& v = out[job_of.at(o.id.value)];
+      v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+    const Status st = e.kv_manager().check_invariants();
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
+  return out;
 }
 
 }  // namespace pagoda::testing_util

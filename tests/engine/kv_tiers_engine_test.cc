@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "../run_command.h"
 #include "engine_test_util.h"
 
 namespace pagoda {
@@ -20,19 +21,7 @@ namespace fs = std::filesystem;
 using testing_util::greedy;
 using testing_util::tiny_model_path;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() /
-           ("pagoda-kv-tiers-engine-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using testing_util::TempDir;
 
 constexpr int32_t kBs = 4;
 
@@ -58,21 +47,9 @@ std::unique_ptr<Engine> make(int64_t kv_blocks, const std::string& disk_dir, int
   return std::move(e).value();
 }
 
-// Runs the requests (arriving at the given steps); outputs by job index.
+// Runs the requests (arriving at the given steps) to the end; outputs by job index.
 std::map<int, std::vector<int32_t>> run(Engine& e, const std::vector<std::pair<int, RequestSpec>>& jobs) {
-  std::map<int64_t, int> job_of;
-  std::map<int, std::vector<int32_t>> out;
-  for (int step = 0; step < 20000; ++step) {
-    for (size_t j = 0; j < jobs.size(); ++j)
-      if (jobs[j].first == step) job_of[e.add_request(jobs[j].second).value().value] = static_cast<int>(j);
-    if (step > jobs.back().first && !e.has_unfinished()) break;
-    for (const auto& o : e.step()) {
-      auto& v = out[job_of.at(o.id.value)];
-      v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
-    }
-    const Status st = e.kv_manager().check_invariants();
-    EXPECT_TRUE(st.is_ok()) << st.message();
-  }
+  auto out = testing_util::run_jobs(e, jobs);
   EXPECT_FALSE(e.has_unfinished());
   EXPECT_EQ(e.kv_manager().num_seqs(), 0);
   return out;

@@ -34,22 +34,8 @@ std::unique_ptr<Engine> engine_with(bool cache, int64_t kv_blocks, SchedPolicy p
   return std::move(e).value();
 }
 
-// Runs requests arriving over steps; returns outputs keyed by job index.
 std::map<int, std::vector<int32_t>> run(Engine& e, const std::vector<std::pair<int, RequestSpec>>& jobs) {
-  std::map<int64_t, int> job_of;
-  std::map<int, std::vector<int32_t>> out;
-  for (int step = 0; step < 4000; ++step) {
-    for (size_t j = 0; j < jobs.size(); ++j)
-      if (jobs[j].first == step) job_of[e.add_request(jobs[j].second).value().value] = static_cast<int>(j);
-    if (step > jobs.back().first && !e.has_unfinished()) break;
-    for (const auto& o : e.step()) {
-      auto& v = out[job_of.at(o.id.value)];
-      v.insert(v.end(), o.new_tokens.begin(), o.new_tokens.end());
-    }
-    const Status st = e.kv_manager().check_invariants();
-    EXPECT_TRUE(st.is_ok()) << st.message();
-  }
-  return out;
+  return testing_util::run_jobs(e, jobs, 4000);
 }
 
 std::vector<std::pair<int, RequestSpec>> shared_prefix_jobs(uint32_t seed, int32_t vocab_size) {

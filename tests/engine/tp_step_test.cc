@@ -51,7 +51,7 @@ Encoded sample(uint32_t seed) {
     e.batch.logit_rows.push_back(slice.token_begin + n - 1);
     e.batch.seqs.push_back(slice);
   }
-  encode_tp_step(e.copies, e.batch, kBs, &e.bytes);
+  encode_tp_step(e.copies.copies(), e.batch, kBs, &e.bytes);
   return e;
 }
 

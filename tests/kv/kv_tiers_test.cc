@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../run_command.h"
 #include "kv/kv_cache_manager.h"
 
 namespace pagoda {
@@ -25,20 +26,7 @@ namespace fs = std::filesystem;
 
 constexpr int32_t kBs = 4;
 
-// A fresh folder under the system's temporary directory, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("pagoda-kv-tiers-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using testing_util::TempDir;
 
 KVStorage make_storage(int32_t num_blocks) { return KVStorage(2, num_blocks, kBs, 2, 8, DType::kF16); }
 
