@@ -34,7 +34,9 @@ void BlockPool::incref(BlockId id) {
 void BlockPool::decref(BlockId id) {
   check_id(id);
   PAGODA_CHECK(ref_counts_[id.value] > 0);
-  if (--ref_counts_[id.value] == 0) free_list_.push_back(id.value);
+  if (--ref_counts_[id.value] != 0) return;
+  free_list_.push_back(id.value);
+  if (on_release_) on_release_(id);
 }
 
 int32_t BlockPool::ref_count(BlockId id) const {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/ids.h"
@@ -31,11 +33,18 @@ class BlockPool {
   // Every block is free xor referenced; the free list has no duplicates.
   Status check_invariants() const;
 
+  // Called with each block whose count reaches 0, after it is back on the
+  // free list, whoever dropped the last reference (the KV manager frees a
+  // page bundle's other pages with it when the prefix cache evicts it).
+  // The hook may decref other blocks.
+  void set_release_hook(std::function<void(BlockId)> hook) { on_release_ = std::move(hook); }
+
  private:
   void check_id(BlockId id) const;
 
   std::vector<int32_t> ref_counts_;
   std::vector<int32_t> free_list_;  // back() is handed out next
+  std::function<void(BlockId)> on_release_;
 };
 
 }  // namespace pagoda

@@ -13,6 +13,160 @@ KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, int32_t n
   PAGODA_CHECK(validate_config(num_blocks, block_size).is_ok());
 }
 
+// The pool's hook reaches back into this object: it goes before the members do.
+KVCacheManager::~KVCacheManager() { pool_.set_release_hook(nullptr); }
+
+void KVCacheManager::enable_kv_groups(int32_t num_groups, int32_t num_full_groups, int32_t window) {
+  PAGODA_CHECK(seqs_.empty() && swapped_.empty() && !state_slots_ && tiers_ == nullptr);
+  PAGODA_CHECK(num_groups >= 1 && num_full_groups >= 1 && num_full_groups <= num_groups && window >= 0);
+  PAGODA_CHECK(prefix_ == nullptr || prefix_->num_cached_blocks() == 0);
+  groups_ = num_groups;
+  full_groups_ = num_full_groups;
+  window_ = num_groups > num_full_groups ? window : 0;
+  const auto n = static_cast<size_t>(pool_.num_blocks());
+  companions_.assign(n * static_cast<size_t>(groups_ - 1), BlockId{-1});
+  sliding_refs_.assign(n, 0);
+  cache_sliding_.assign(n, 0);
+  sliding_stamp_.assign(n, 0);
+  if (groups_ > 1) pool_.set_release_hook([this](BlockId b) { on_block_released(b); });
+}
+
+BlockId KVCacheManager::allocate_block() {
+  const std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
+  PAGODA_CHECK(b.has_value());
+  for (int32_t g = 1; g < groups_; ++g) {
+    const std::optional<BlockId> p = pool_.allocate();
+    PAGODA_CHECK(p.has_value());
+    companions_[static_cast<size_t>(b->value) * (groups_ - 1) + g - 1] = *p;
+  }
+  if (sliding()) sliding_refs_[b->value] = 1;  // the caller's table entry
+  return *b;
+}
+
+void KVCacheManager::hold_sliding(BlockId b) {
+  int32_t& refs = sliding_refs_[b.value];
+  PAGODA_CHECK(refs > 0 && has_sliding_pages(b));
+  if (refs == 1 && cache_sliding_[b.value]) sliding_lru_.erase({sliding_stamp_[b.value], b.value});
+  ++refs;
+}
+
+void KVCacheManager::drop_sliding(BlockId b) {
+  int32_t& refs = sliding_refs_[b.value];
+  PAGODA_CHECK(refs > 0);
+  if (--refs > 0) {
+    if (refs == 1 && cache_sliding_[b.value]) {  // the cache's alone now: evictable
+      sliding_stamp_[b.value] = ++sliding_clock_;
+      sliding_lru_.insert({sliding_stamp_[b.value], b.value});
+    }
+    return;
+  }
+  if (prefix_ && prefix_->holds(b)) {  // kept for a later hit, until pages run short
+    cache_sliding_[b.value] = 1;
+    refs = 1;
+    sliding_stamp_[b.value] = ++sliding_clock_;
+    sliding_lru_.insert({sliding_stamp_[b.value], b.value});
+    return;
+  }
+  free_sliding_pages(b);
+}
+
+void KVCacheManager::free_sliding_pages(BlockId b) {
+  for (int32_t g = full_groups_; g < groups_; ++g) {
+    BlockId& p = companions_[static_cast<size_t>(b.value) * (groups_ - 1) + g - 1];
+    const BlockId q = p;
+    p = BlockId{-1};
+    if (q.value >= 0) pool_.decref(q);
+  }
+}
+
+void KVCacheManager::evict_oldest_sliding() {
+  const int32_t b = sliding_lru_.begin()->second;
+  sliding_lru_.erase(sliding_lru_.begin());
+  PAGODA_CHECK(cache_sliding_[b] && sliding_refs_[b] == 1);
+  cache_sliding_[b] = 0;
+  sliding_refs_[b] = 0;
+  free_sliding_pages(BlockId{b});
+}
+
+void KVCacheManager::on_block_released(BlockId b) {
+  // Nobody holds the block: its sliding pages, if any, were the cache's.
+  if (sliding_refs_[b.value] > 0) {
+    PAGODA_CHECK(cache_sliding_[b.value] && sliding_refs_[b.value] == 1);
+    sliding_lru_.erase({sliding_stamp_[b.value], b.value});
+    cache_sliding_[b.value] = 0;
+    sliding_refs_[b.value] = 0;
+  }
+  for (int32_t g = 1; g < groups_; ++g) {
+    BlockId& p = companions_[static_cast<size_t>(b.value) * (groups_ - 1) + g - 1];
+    const BlockId q = p;
+    p = BlockId{-1};
+    if (q.value >= 0) pool_.decref(q);  // a page has no pages of its own: no recursion
+  }
+}
+
+void KVCacheManager::group_table(SeqId seq, int32_t group, std::vector<BlockId>* out) const {
+  PAGODA_CHECK(group >= 0 && group < groups_);
+  const std::vector<BlockId>& table = block_table(seq);
+  out->resize(table.size());
+  for (size_t i = 0; i < table.size(); ++i) (*out)[i] = page(table[i], group);
+}
+
+void KVCacheManager::release_window(SeqId seq, int32_t num_computed) {
+  if (!sliding() || window_ <= 0) return;
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqState& st = it->second;
+  const int32_t upto =
+      std::min<int32_t>(std::max(0, num_computed - window_ + 1) / block_size_, static_cast<int32_t>(st.table.size()));
+  for (; st.sliding_from < upto; ++st.sliding_from) drop_sliding(st.table[static_cast<size_t>(st.sliding_from)]);
+}
+
+int32_t KVCacheManager::num_pinned_pages() const {
+  std::vector<uint8_t> seen(static_cast<size_t>(pool_.num_blocks()), 0);
+  int32_t n = 0;
+  for (const auto& [id, s] : seqs_)
+    for (size_t i = 0; i < s.table.size(); ++i) {
+      const BlockId b = s.table[i];
+      if (seen[static_cast<size_t>(b.value)]) continue;
+      seen[static_cast<size_t>(b.value)] = 1;
+      for (int32_t g = 0; g < groups_; ++g) n += page(b, g).value >= 0 ? 1 : 0;
+    }
+  return n;
+}
+
+void KVCacheManager::cut_to_window(std::span<const int32_t> tokens, PrefixPlan* plan) const {
+  if (!sliding() || window_ <= 0 || plan->num_tokens(block_size_) == 0) return;
+  const std::vector<BlockId> path = prefix_->peek(tokens, plan->whole_blocks);
+  for (;;) {
+    const int32_t len = plan->num_tokens(block_size_);
+    if (len == 0) return;
+    bool ok = true;
+    for (int32_t i = std::max(0, len - window_ + 1) / block_size_; ok && i <= (len - 1) / block_size_; ++i)
+      ok = has_sliding_pages(i < plan->whole_blocks ? path[static_cast<size_t>(i)] : plan->partial.block);
+    if (ok) return;
+    if (plan->partial.num_tokens > 0) {
+      plan->partial = {};
+    } else {
+      --plan->whole_blocks;
+    }
+  }
+}
+
+int32_t KVCacheManager::evictable_pages_reused(std::span<const int32_t> tokens, const PrefixPlan& plan) const {
+  int32_t blocks = prefix_ && plan.whole_blocks > 0 ? prefix_->num_evictable_in_prefix(tokens, plan.whole_blocks) : 0;
+  if (plan.partial.num_tokens > 0 && plan.partial.evictable) ++blocks;
+  int32_t pages = blocks * full_groups_;
+  const int32_t len = plan.num_tokens(block_size_);
+  if (sliding() && len > 0) {  // sliding pages only the cache holds now, which the sequence would hold
+    const std::vector<BlockId> path = prefix_->peek(tokens, plan.whole_blocks);
+    for (int32_t i = std::max(0, len - window_ + 1) / block_size_; i <= (len - 1) / block_size_; ++i) {
+      const BlockId b = i < plan.whole_blocks ? path[static_cast<size_t>(i)] : plan.partial.block;
+      if (cache_sliding_[b.value] && sliding_refs_[b.value] == 1) pages += groups_ - full_groups_;
+    }
+  }
+  return pages;
+}
+
 Status KVCacheManager::validate_config(int64_t num_blocks, int64_t block_size) {
   if (block_size < 1 || block_size > (1 << 20)) {
     return invalid_argument("KV block size must be in [1, 1048576], got " + std::to_string(block_size));
@@ -39,22 +193,21 @@ int32_t KVCacheManager::num_blocks_needed(SeqId seq, int32_t num_total_tokens) c
 }
 
 bool KVCacheManager::can_allocate(SeqId seq, int32_t num_total_tokens) const {
-  return num_blocks_needed(seq, num_total_tokens) <= num_available_blocks();
+  return num_blocks_needed(seq, num_total_tokens) * groups_ <= num_available_blocks();
 }
 
 bool KVCacheManager::can_write(SeqId seq, int32_t pos_begin, int32_t pos_end) const {
-  return num_blocks_needed(seq, pos_end) + num_cow_blocks_needed(seq, pos_begin, pos_end) <= num_available_blocks();
+  return (num_blocks_needed(seq, pos_end) + num_cow_blocks_needed(seq, pos_begin, pos_end)) * groups_ <=
+         num_available_blocks();
 }
 
 bool KVCacheManager::can_admit(std::span<const int32_t> tokens, int32_t num_total_tokens) const {
   const PrefixPlan plan = plan_prefix(tokens);
-  const int32_t cached_blocks = plan.whole_blocks;
   // Reused blocks become pinned: they stop counting as evictable. A partly
   // matched last block is pinned too until its copy is made, and the copy
   // is one of the blocks counted in `need`.
-  int32_t reused_evictable = prefix_ && cached_blocks > 0 ? prefix_->num_evictable_in_prefix(tokens, cached_blocks) : 0;
-  if (plan.partial.num_tokens > 0 && plan.partial.evictable) ++reused_evictable;
-  const int32_t need = std::max(0, num_blocks_for(num_total_tokens) - cached_blocks);
+  const int32_t reused_evictable = evictable_pages_reused(tokens, plan);
+  const int32_t need = std::max(0, num_blocks_for(num_total_tokens) - plan.whole_blocks) * groups_;
   return need <= num_available_blocks() - reused_evictable;
 }
 
@@ -66,13 +219,26 @@ PrefixCache::PartialHit KVCacheManager::partial_hit(std::span<const int32_t> tok
 }
 
 int32_t KVCacheManager::num_available_blocks() const {
-  return pool_.num_free() + (prefix_ ? prefix_->num_evictable() : 0);
+  return pool_.num_free() + (prefix_ ? prefix_->num_evictable() * full_groups_ : 0) +
+         static_cast<int32_t>(sliding_lru_.size()) * (groups_ - full_groups_);
 }
 
 bool KVCacheManager::ensure_free(int32_t need) {
   if (need <= pool_.num_free()) return true;
   if (!prefix_ || need > num_available_blocks()) return false;
-  prefix_->evict(need - pool_.num_free());
+  if (groups_ == 1) {
+    prefix_->evict(need - pool_.num_free());
+    return need <= pool_.num_free();
+  }
+  // Sliding pages the cache alone keeps go first: losing them costs hits
+  // at those places only; a tree node then frees its full pages.
+  while (pool_.num_free() < need) {
+    if (!sliding_lru_.empty()) {
+      evict_oldest_sliding();
+    } else if (prefix_->evict(1) == 0) {
+      break;
+    }
+  }
   return need <= pool_.num_free();
 }
 
@@ -93,7 +259,7 @@ KVCacheManager::SeqState& KVCacheManager::get_or_create(SeqId seq) {
 }
 
 void KVCacheManager::enable_state_slots(int32_t max_state_snapshots) {
-  PAGODA_CHECK(seqs_.empty() && swapped_.empty() && max_state_snapshots >= 0);
+  PAGODA_CHECK(seqs_.empty() && swapped_.empty() && max_state_snapshots >= 0 && groups_ == 1);
   state_slots_ = true;
   max_state_snapshots_ = max_state_snapshots;
 }
@@ -111,6 +277,7 @@ KVCacheManager::PrefixPlan KVCacheManager::plan_prefix(std::span<const int32_t> 
   if (!state_slots_) {
     plan.whole_blocks = std::min((n - 1) / block_size_, cached_whole);
     plan.partial = partial_hit(tokens, plan.whole_blocks);
+    cut_to_window(tokens, &plan);
     return plan;
   }
   // The longest snapshot that begins the prompt (one token left to
@@ -156,25 +323,19 @@ int32_t KVCacheManager::state_slot(SeqId seq) const {
 
 bool KVCacheManager::allocate_slots(SeqId seq, int32_t num_total_tokens) {
   int32_t need = num_blocks_needed(seq, num_total_tokens);
-  if (!ensure_free(need)) return false;
+  if (!ensure_free(need * groups_)) return false;
   std::vector<BlockId>& table = get_or_create(seq).table;
-  for (int32_t i = 0; i < need; ++i) {
-    std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
-    PAGODA_CHECK(b.has_value());
-    table.push_back(*b);
-  }
+  for (int32_t i = 0; i < need; ++i) table.push_back(allocate_block());
   return true;
 }
 
 bool KVCacheManager::allocate_for_write(SeqId seq, int32_t pos_begin, int32_t pos_end, std::vector<BlockCopy>* cow) {
   const int32_t need_new = num_blocks_needed(seq, pos_end);
   const int32_t need_cow = num_cow_blocks_needed(seq, pos_begin, pos_end);
-  if (!ensure_free(need_new + need_cow)) return false;
+  if (!ensure_free((need_new + need_cow) * groups_)) return false;
   PAGODA_CHECK(allocate_slots(seq, pos_end));
   if (need_cow == 0) return true;
-  for (int32_t b = pos_begin / block_size_; b <= (pos_end - 1) / block_size_; ++b) {
-    if (auto copy = prepare_write(seq, b * block_size_)) cow->push_back(*copy);
-  }
+  for (int32_t b = pos_begin / block_size_; b <= (pos_end - 1) / block_size_; ++b) copy_on_write(seq, b, cow);
   return true;
 }
 
@@ -188,7 +349,10 @@ void KVCacheManager::free(SeqId seq) {
   if (it == seqs_.end()) return;
   release_state_slot(it->second.state_slot);
   const std::vector<BlockId> table = std::move(it->second.table);
+  const auto sliding_from = static_cast<size_t>(it->second.sliding_from);
   seqs_.erase(it);
+  if (sliding())
+    for (size_t i = sliding_from; i < table.size(); ++i) drop_sliding(table[i]);
   for (BlockId b : table) decref(b);
 }
 
@@ -197,7 +361,7 @@ bool KVCacheManager::evict_block(SeqId seq, int32_t index, std::vector<BlockCopy
   PAGODA_CHECK(it != seqs_.end());
   SeqState& st = it->second;
   const auto n = static_cast<int32_t>(st.table.size());
-  PAGODA_CHECK(index >= 0 && index + 1 < n && st.num_tokens >= (index + 1) * block_size_);
+  PAGODA_CHECK(groups_ == 1 && index >= 0 && index + 1 < n && st.num_tokens >= (index + 1) * block_size_);
   int32_t need_cow = 0;
   for (int32_t b = index + 1; b < n; ++b) need_cow += pool_.ref_count(st.table[b]) > 1;
   // The dropped block frees itself only when nobody else holds it.
@@ -234,6 +398,11 @@ void KVCacheManager::truncate(SeqId seq, int32_t num_tokens) {
   }
   st.num_tokens = std::min(st.num_tokens, num_tokens);
   st.num_cached_blocks = std::min(st.num_cached_blocks, static_cast<int32_t>(keep));
+  if (sliding()) {
+    for (size_t i = 0; i < dropped.size(); ++i)
+      if (static_cast<int32_t>(keep + i) >= st.sliding_from) drop_sliding(dropped[i]);
+    st.sliding_from = std::min(st.sliding_from, static_cast<int32_t>(keep));
+  }
   for (BlockId b : dropped) decref(b);
 }
 
@@ -269,6 +438,8 @@ void KVCacheManager::fork(SeqId parent, SeqId child) {
   PAGODA_CHECK(!contains(child));
   SeqState copy = state(parent);
   for (BlockId b : copy.table) incref(b);
+  if (sliding())
+    for (size_t i = static_cast<size_t>(copy.sliding_from); i < copy.table.size(); ++i) hold_sliding(copy.table[i]);
   if (state_slots_) copy.state_slot = take_state_slot();
   seqs_.emplace(child, std::move(copy));
 }
@@ -286,7 +457,7 @@ int32_t KVCacheManager::num_cow_blocks_needed(SeqId seq, int32_t pos_begin, int3
 
 std::optional<BlockCopy> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
   auto it = seqs_.find(seq);
-  PAGODA_CHECK(it != seqs_.end());
+  PAGODA_CHECK(it != seqs_.end() && groups_ == 1);
   PAGODA_CHECK(pos >= 0 && pos / block_size_ < static_cast<int32_t>(it->second.table.size()));
   const BlockId src = it->second.table[pos / block_size_];
   if (pool_.ref_count(src) <= 1) return std::nullopt;
@@ -296,6 +467,25 @@ std::optional<BlockCopy> KVCacheManager::prepare_write(SeqId seq, int32_t pos) {
   seqs_.at(seq).table[pos / block_size_] = *dst;
   decref(src);  // stays referenced by the other holders (ref was > 1)
   return BlockCopy{src, *dst};
+}
+
+void KVCacheManager::copy_on_write(SeqId seq, int32_t index, std::vector<BlockCopy>* cow) {
+  if (groups_ == 1) {
+    if (auto copy = prepare_write(seq, index * block_size_)) cow->push_back(*copy);
+    return;
+  }
+  SeqState& st = seqs_.at(seq);
+  PAGODA_CHECK(index >= 0 && index < static_cast<int32_t>(st.table.size()));
+  const BlockId src = st.table[static_cast<size_t>(index)];
+  if (pool_.ref_count(src) <= 1) return;
+  PAGODA_CHECK(index >= st.sliding_from || !sliding());  // writes land inside the window
+  PAGODA_CHECK(ensure_free(groups_));                    // callers ask num_cow_blocks_needed first
+  const BlockId dst = allocate_block();
+  for (int32_t g = 0; g < groups_; ++g)
+    if (page(src, g).value >= 0) cow->push_back({page(src, g), page(dst, g)});
+  st.table[static_cast<size_t>(index)] = dst;
+  if (sliding()) drop_sliding(src);
+  decref(src);  // stays referenced by the other holders (ref was > 1)
 }
 
 double KVCacheManager::utilization() const {
@@ -333,6 +523,7 @@ Status KVCacheManager::check_invariants() const {
                             std::to_string(s.table.size() * block_size_));
     }
   }
+  PAGODA_RETURN_IF_ERROR(check_groups(holders));
   for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
     int32_t rc = pool_.ref_count(BlockId{b});
     if (rc != holders[b]) {
@@ -376,9 +567,47 @@ Status KVCacheManager::check_invariants() const {
   return Status::ok();
 }
 
+Status KVCacheManager::check_groups(std::vector<int32_t>& holders) const {
+  if (groups_ == 1) return Status::ok();
+  // A live block holds its other pages; sliding holders are the sequences
+  // whose window reaches the block, plus the cache where it kept them.
+  std::vector<int32_t> want(static_cast<size_t>(pool_.num_blocks()), 0);
+  for (const auto& [id, s] : seqs_) {
+    if (s.sliding_from < 0 || s.sliding_from > static_cast<int32_t>(s.table.size()))
+      return internal_error("sequence " + std::to_string(id.value) + " holds sliding pages from a bad index");
+    if (sliding())
+      for (size_t i = static_cast<size_t>(s.sliding_from); i < s.table.size(); ++i) ++want[s.table[i].value];
+  }
+  size_t lru = 0;
+  for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
+    const std::string name = "block " + std::to_string(b);
+    const bool live = pool_.ref_count(BlockId{b}) > 0;
+    for (int32_t g = 1; g < groups_; ++g) {
+      const BlockId p = page(BlockId{b}, g);
+      if (p.value < 0) continue;
+      if (!live || p.value >= pool_.num_blocks()) return internal_error(name + " is free but holds pages");
+      ++holders[p.value];
+    }
+    if (cache_sliding_[b]) {
+      if (!prefix_ || !prefix_->holds(BlockId{b})) return internal_error(name + ": kept sliding pages, not cached");
+      ++want[b];
+      if (sliding_refs_[b] == 1 && !sliding_lru_.count({sliding_stamp_[b], b}))
+        return internal_error(name + ": evictable sliding pages missing from their list");
+      lru += sliding_refs_[b] == 1 ? 1 : 0;
+    }
+    if (sliding_refs_[b] != want[b])
+      return internal_error(name + " has " + std::to_string(sliding_refs_[b]) + " sliding holders, want " +
+                            std::to_string(want[b]));
+    if (sliding() && live && (sliding_refs_[b] > 0) != has_sliding_pages(BlockId{b}))
+      return internal_error(name + (sliding_refs_[b] > 0 ? " lost its sliding pages" : " keeps unheld sliding pages"));
+  }
+  if (lru != sliding_lru_.size()) return internal_error("the evictable sliding list is out of date");
+  return Status::ok();
+}
+
 bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
   auto it = seqs_.find(seq);
-  if (it == seqs_.end() || swapped_.count(seq)) return false;
+  if (it == seqs_.end() || swapped_.count(seq) || groups_ > 1) return false;
   SeqState& dev = it->second;
   if (static_cast<int32_t>(dev.table.size()) > host_pool_.num_free()) return false;
   SeqState host;
@@ -407,10 +636,9 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   dev.no_cache = host.no_cache;
   dev.state_slot = host.state_slot;
   for (BlockId h : host.table) {
-    std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
-    PAGODA_CHECK(b.has_value());
-    dev.table.push_back(*b);
-    copies->push_back({h, *b});
+    const BlockId b = allocate_block();
+    dev.table.push_back(b);
+    copies->push_back({h, b});
     host_pool_.decref(h);
   }
   swapped_.erase(it);
@@ -421,6 +649,13 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
 void KVCacheManager::enable_prefix_cache(bool on) {
   if (on && !prefix_) prefix_ = std::make_unique<PrefixCache>(pool_, block_size_);
   if (!on) {
+    // Sliding pages the cache kept go first (their blocks may outlive it).
+    for (size_t b = 0; b < cache_sliding_.size(); ++b) {
+      if (!cache_sliding_[b]) continue;
+      if (sliding_refs_[b] == 1) sliding_lru_.erase({sliding_stamp_[b], static_cast<int32_t>(b)});
+      cache_sliding_[b] = 0;
+      if (--sliding_refs_[b] == 0) free_sliding_pages(BlockId{static_cast<int32_t>(b)});
+    }
     prefix_.reset();
     tiers_ = nullptr;
   }
@@ -450,6 +685,11 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
     st.table.push_back(hit.block);
     st.num_tokens += hit.num_tokens;
   }
+  // The first query (at num_tokens) sees the window before it: those blocks' sliding pages.
+  if (sliding()) {
+    st.sliding_from = std::max(0, st.num_tokens - window_ + 1) / block_size_;
+    for (size_t i = static_cast<size_t>(st.sliding_from); i < st.table.size(); ++i) hold_sliding(st.table[i]);
+  }
   if (plan.snapshot >= 0) {
     Snapshot& snap = snapshots_[static_cast<size_t>(plan.snapshot)];
     snap.last_use = ++snapshot_clock_;
@@ -459,7 +699,7 @@ int32_t KVCacheManager::acquire_cached_prefix(SeqId seq, std::span<const int32_t
 }
 
 void KVCacheManager::attach_tiers(KVTiers* tiers) {
-  PAGODA_CHECK(prefix_ != nullptr && !state_slots_ && seqs_.empty() && swapped_.empty());
+  PAGODA_CHECK(prefix_ != nullptr && !state_slots_ && seqs_.empty() && swapped_.empty() && groups_ == 1);
   PAGODA_CHECK(tiers->block_size() == block_size_);
   tiers_ = tiers;
   prefix_->set_root_key(tiers->root());

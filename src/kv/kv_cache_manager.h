@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -50,7 +51,47 @@ class KVCacheManager {
   // num_blocks >= 0 and block_size >= 1 (CHECKed; validate user config with
   // validate_config first).
   KVCacheManager(int32_t num_blocks, int32_t block_size, int32_t num_host_blocks = 0);
+  ~KVCacheManager();
+  KVCacheManager(const KVCacheManager&) = delete;
+  KVCacheManager& operator=(const KVCacheManager&) = delete;
   static Status validate_config(int64_t num_blocks, int64_t block_size);
+
+  // KV groups: sliding-window freeing for models that interleave
+  // sliding-window and full-attention layers (gemma3, gpt-oss). The pool's
+  // blocks become pages of equally many layers; a table entry (a "block"
+  // below) names a bundle of num_groups pages, one per layer group: groups
+  // [0, num_full_groups) hold full-attention layers, the rest sliding-window
+  // layers. The table holds the group-0 page; page() finds the others. A
+  // sequence drops its hold on a block's sliding pages once every query to
+  // come lies past them (release_window: the block ends before
+  // num_computed - window + 1); the pages are freed when no holder is left.
+  // A block the prefix cache holds keeps its sliding pages after the last
+  // sequence drops them, evictable (least recently dropped first, before
+  // any tree node), so a later prompt can still hit there; a prefix hit of
+  // L tokens needs the sliding pages of every block in [L - window + 1, L)
+  // and is cut back to the longest L that has them. Swapping is refused
+  // (swap_out returns false: the scheduler recomputes instead); no tiers,
+  // streaming eviction or state slots with groups. Call before any sequence
+  // exists. Counts of blocks below (num_free_blocks, num_available_blocks,
+  // num_blocks) are pages then; num_blocks_needed stays in table entries.
+  void enable_kv_groups(int32_t num_groups, int32_t num_full_groups, int32_t window);
+  int32_t num_kv_groups() const { return groups_; }
+  int32_t num_full_kv_groups() const { return full_groups_; }
+  int32_t sliding_window() const { return window_; }
+  // The page of `block` (a table entry) holding group g's layers; -1 for a
+  // sliding page the block no longer has.
+  BlockId page(BlockId block, int32_t group) const {
+    return group == 0 ? block : companions_[static_cast<size_t>(block.value) * (groups_ - 1) + group - 1];
+  }
+  // The sequence's table as group g's pages (-1 where dropped), into *out.
+  void group_table(SeqId seq, int32_t group, std::vector<BlockId>* out) const;
+  // After a step: drops the sequence's hold on the sliding pages of blocks
+  // that end before num_computed - window + 1 (no query from position
+  // num_computed on sees them). A no-op without sliding groups.
+  void release_window(SeqId seq, int32_t num_computed);
+  // Pages held by sequences (not just the prefix cache): what the running
+  // work costs.
+  int32_t num_pinned_pages() const;
 
   int32_t block_size() const { return block_size_; }
   // Blocks that hold num_tokens slots.
@@ -124,7 +165,8 @@ class KVCacheManager {
   // private block, swaps it into this sequence's table, drops the old
   // reference and returns the copy the caller must run
   // (KVStorage::copy_block). nullopt when the block is already private.
-  // CHECKs that a free block exists when one is needed.
+  // CHECKs that a free block exists when one is needed, and that there are
+  // no KV groups (allocate_for_write copies every group's page).
   std::optional<BlockCopy> prepare_write(SeqId seq, int32_t pos);
 
   // Used blocks / total blocks (0 for an empty pool).
@@ -233,6 +275,7 @@ class KVCacheManager {
     int32_t num_cached_blocks = 0;  // leading blocks already offered to the cache
     bool no_cache = false;          // evicted or compressed: its blocks are offered to the cache no more
     int32_t state_slot = -1;        // with state slots enabled
+    int32_t sliding_from = 0;       // KV groups: table[sliding_from..] hold their sliding pages
   };
   // The sequence's entry, created (with a state slot when enabled) if new.
   SeqState& get_or_create(SeqId seq);
@@ -257,6 +300,27 @@ class KVCacheManager {
   PrefixCache::PartialHit partial_hit(std::span<const int32_t> tokens, int32_t whole) const;
   // Makes `need` blocks free, evicting cached ones if that suffices.
   bool ensure_free(int32_t need);
+  // A new table entry: a block, and with KV groups its other pages (the
+  // caller holds the sliding ones). CHECKs that enough pages are free.
+  BlockId allocate_block();
+  // Copy-on-write of table entry `index` when shared; every group's page
+  // copy is appended to `cow`.
+  void copy_on_write(SeqId seq, int32_t index, std::vector<BlockCopy>* cow);
+  // KV groups: holders of a block's sliding pages.
+  bool sliding() const { return groups_ > full_groups_; }
+  bool has_sliding_pages(BlockId b) const { return !sliding() || page(b, full_groups_).value >= 0; }
+  void hold_sliding(BlockId b);
+  void drop_sliding(BlockId b);
+  void free_sliding_pages(BlockId b);
+  void evict_oldest_sliding();
+  void on_block_released(BlockId b);
+  // check_invariants' part for KV groups: adds the pages blocks hold to `holders`.
+  Status check_groups(std::vector<int32_t>& holders) const;
+  // Cuts a prefix plan back to a hit whose window has its sliding pages.
+  void cut_to_window(std::span<const int32_t> tokens, PrefixPlan* plan) const;
+  // Pages (in units of groups) a prefix plan would pin that count as
+  // evictable now.
+  int32_t evictable_pages_reused(std::span<const int32_t> tokens, const PrefixPlan& plan) const;
   // Device-pool reference changes, reported to the prefix cache.
   void incref(BlockId b);
   void decref(BlockId b);
@@ -276,6 +340,16 @@ class KVCacheManager {
   uint64_t snapshot_clock_ = 0;
   std::vector<StateCopy> pending_state_copies_;
   KVTiers* tiers_ = nullptr;
+  // KV groups (enable_kv_groups).
+  int32_t groups_ = 1;
+  int32_t full_groups_ = 1;
+  int32_t window_ = 0;
+  std::vector<BlockId> companions_;     // [page][groups_ - 1]: a block's other pages, -1 when none
+  std::vector<int32_t> sliding_refs_;   // per block: holders of its sliding pages
+  std::vector<uint8_t> cache_sliding_;  // per block: the prefix cache is one of them
+  std::vector<uint64_t> sliding_stamp_;
+  std::set<std::pair<uint64_t, int32_t>> sliding_lru_;  // blocks whose sliding pages only the cache holds
+  uint64_t sliding_clock_ = 0;
 };
 
 }  // namespace pagoda

@@ -96,6 +96,18 @@ std::vector<BlockId> PrefixCache::match(std::span<const int32_t> tokens, int32_t
   return blocks;
 }
 
+std::vector<BlockId> PrefixCache::peek(std::span<const int32_t> tokens, int32_t max_blocks) const {
+  std::vector<BlockId> blocks;
+  const Node* n = root_.get();
+  for (size_t off = 0; off + block_size_ <= tokens.size() && static_cast<int32_t>(blocks.size()) < max_blocks;
+       off += block_size_) {
+    n = find_child(n, tokens.subspan(off, block_size_));
+    if (!n) break;
+    blocks.push_back(n->block);
+  }
+  return blocks;
+}
+
 int32_t PrefixCache::num_cached_tokens(std::span<const int32_t> tokens) const {
   int32_t count = 0;
   const Node* n = root_.get();

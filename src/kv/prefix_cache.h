@@ -42,6 +42,13 @@ class PrefixCache {
   // Blocks caching the longest whole-block prefix of `tokens`, at most
   // max_blocks of them. Marks them recently used; references unchanged.
   std::vector<BlockId> match(std::span<const int32_t> tokens, int32_t max_blocks);
+  // Read-only match(): the same blocks, LRU times unchanged.
+  std::vector<BlockId> peek(std::span<const int32_t> tokens, int32_t max_blocks) const;
+  // Whether a node holds `block`.
+  bool holds(BlockId block) const {
+    return block.value >= 0 && block.value < static_cast<int32_t>(node_of_block_.size()) &&
+           node_of_block_[static_cast<size_t>(block.value)] != nullptr;
+  }
   // Read-only: how many leading tokens match() would cover, and how many of
   // the blocks it would return (at most max_blocks) are evictable now.
   int32_t num_cached_tokens(std::span<const int32_t> tokens) const;

@@ -385,5 +385,185 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
               static_cast<long long>(num_forks), static_cast<long long>(num_evictions));
 }
 
+// KV groups (sliding-window freeing): random admissions with prefix hits,
+// chunked steps, forks, speculative rollbacks, finishes and recompute
+// preemptions over a small page pool. Each page slot holds a value derived
+// from (the tokens up to its position, its group), so a wrong page, a lost
+// copy or a hit on other tokens shows. Checked after every operation: the
+// invariants (holders of every page and of every sliding page), every full
+// group's values over all computed positions, every sliding group's values
+// over the window the next query sees, and that no sequence holds sliding
+// pages for blocks before that window.
+TEST(KVCacheManager, KvGroupsFreeSlidingPagesThroughRandomTraces) {
+  int64_t num_hits = 0, num_cut_hits = 0, num_copies = 0, num_forks = 0, num_rollbacks = 0, num_kept = 0;
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937 rng(seed);
+    auto pick = [&](int64_t n) { return static_cast<int32_t>(rng() % static_cast<uint64_t>(n)); };
+    const int32_t groups = 2 + pick(3), full = 1 + pick(groups - 1);
+    const int32_t bs = 1 + pick(4), window = 1 + pick(12), num_pages = groups * (3 + pick(12));
+    KVCacheManager m(num_pages, bs);
+    m.enable_prefix_cache(seed % 4 != 0);
+    m.enable_kv_groups(groups, full, window);
+    std::vector<uint64_t> memory(static_cast<size_t>(num_pages) * bs, 0);
+    struct Seq {
+      std::vector<int32_t> tokens;
+      int32_t computed = 0;
+    };
+    std::map<int64_t, Seq> seqs;
+    auto value = [](const std::vector<int32_t>& t, int32_t pos, int32_t g) {
+      uint64_t h = 1469598103934665603ull + static_cast<uint64_t>(g);
+      for (int32_t i = 0; i <= pos; ++i) h = (h ^ static_cast<uint64_t>(t[static_cast<size_t>(i)])) * 1099511628211ull;
+      return h;
+    };
+    auto run_copies = [&](const std::vector<BlockCopy>& cow) {
+      for (const BlockCopy& c : cow) {
+        for (int32_t o = 0; o < bs; ++o)
+          memory[static_cast<size_t>(c.dst.value) * bs + o] = memory[static_cast<size_t>(c.src.value) * bs + o];
+        ++num_copies;
+      }
+    };
+    auto write = [&](SeqId id, const Seq& q, int32_t begin, int32_t end) {
+      const std::vector<BlockId>& table = m.block_table(id);
+      for (int32_t p = begin; p < end; ++p)
+        for (int32_t g = 0; g < groups; ++g) {
+          const BlockId page = m.page(table[static_cast<size_t>(p / bs)], g);
+          ASSERT_GE(page.value, 0) << "a write outside the held pages";
+          memory[static_cast<size_t>(page.value) * bs + p % bs] = value(q.tokens, p, g);
+        }
+    };
+    // Runs `n` more tokens of sequence id (new tokens from a small alphabet).
+    auto step = [&](SeqId id, int32_t n, bool extend) -> bool {
+      Seq& q = seqs[id.value];
+      const int32_t begin = q.computed, end = begin + n;
+      if (!m.can_write(id, begin, end)) return false;
+      std::vector<BlockCopy> cow;
+      EXPECT_TRUE(m.allocate_for_write(id, begin, end, &cow));
+      run_copies(cow);
+      if (extend)
+        while (static_cast<int32_t>(q.tokens.size()) < end) q.tokens.push_back(pick(3));
+      write(id, q, begin, end);
+      return true;
+    };
+    auto done = [&](SeqId id, int32_t computed) {
+      Seq& q = seqs[id.value];
+      q.computed = computed;
+      m.set_num_tokens(id, computed);
+      m.cache_computed(id, q.tokens, computed);
+      m.release_window(id, computed);
+    };
+    const std::vector<int32_t> bases[2] = {{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}, {2, 2, 1, 1, 0, 0, 2, 2, 1, 1}};
+    for (int op_i = 0; op_i < 300; ++op_i) {
+      const SeqId id{pick(6)};
+      const bool exists = seqs.count(id.value) != 0;
+      const int op = pick(7);
+      if (!exists && op < 3) {  // admit: a base prompt's prefix plus a random tail
+        std::vector<int32_t> prompt(bases[pick(2)]);
+        prompt.resize(static_cast<size_t>(1 + pick(static_cast<int64_t>(prompt.size()))));
+        for (int32_t i = pick(6); i > 0; --i) prompt.push_back(pick(3));
+        const int32_t cached = m.num_cached_prefix_tokens(prompt);
+        const int32_t chunk = std::min<int32_t>(static_cast<int32_t>(prompt.size()) - cached, 1 + pick(3 * bs));
+        if (!m.can_admit(prompt, cached + chunk)) continue;
+        ASSERT_EQ(m.acquire_cached_prefix(id, prompt), cached);
+        seqs[id.value] = Seq{prompt, cached};
+        num_hits += cached > 0;
+        // A hit is cut back when its window lost its sliding pages.
+        if (cached < (static_cast<int32_t>(prompt.size()) - 1) / bs * bs && m.prefix_cache() &&
+            m.prefix_cache()->num_cached_tokens(prompt) > cached)
+          ++num_cut_hits;
+        ASSERT_TRUE(step(id, chunk, false));
+        done(id, cached + chunk);
+      } else if (exists && op < 3) {  // a step: the rest of the prompt in chunks, or decode
+        Seq& q = seqs[id.value];
+        const int32_t left = static_cast<int32_t>(q.tokens.size()) - q.computed;
+        const int32_t n = left > 0 ? std::min(left, 1 + pick(3 * bs)) : 1;
+        if (step(id, n, left <= 0)) done(id, q.computed + n);
+      } else if (exists && op == 3) {  // speculation: k drafts, a of them accepted
+        Seq& q = seqs[id.value];
+        if (q.computed < static_cast<int32_t>(q.tokens.size())) continue;
+        const int32_t k = 1 + pick(4), a = pick(k + 1);
+        if (!step(id, k, true)) continue;
+        q.tokens.resize(static_cast<size_t>(q.computed + a));
+        m.truncate(id, q.computed + a);
+        done(id, q.computed + a);
+        ++num_rollbacks;
+      } else if (exists && op == 4) {  // n > 1: fork into an unused id
+        const SeqId child{pick(6)};
+        if (seqs.count(child.value)) continue;
+        m.fork(id, child);
+        seqs[child.value] = seqs[id.value];
+        ++num_forks;
+      } else if (exists && op == 5) {  // finish
+        m.cache_finished(id, seqs[id.value].tokens);
+        m.free(id);
+        seqs.erase(id.value);
+      } else if (exists) {  // recompute preemption
+        m.free(id);
+        seqs.erase(id.value);
+      }
+      const Status st = m.check_invariants();
+      ASSERT_TRUE(st.is_ok()) << "op " << op_i << ": " << st.message();
+      for (const auto& [sid, q] : seqs) {
+        const std::vector<BlockId>& table = m.block_table(SeqId{sid});
+        const int32_t first_seen = std::max(0, q.computed - window + 1);
+        for (int32_t p = 0; p < q.computed; ++p)
+          for (int32_t g = 0; g < groups; ++g) {
+            const BlockId page = m.page(table[static_cast<size_t>(p / bs)], g);
+            if (g >= full && p < first_seen) continue;  // outside the window: may be gone
+            ASSERT_GE(page.value, 0) << "seq " << sid << " pos " << p << " group " << g;
+            ASSERT_EQ(memory[static_cast<size_t>(page.value) * bs + p % bs], value(q.tokens, p, g))
+                << "seq " << sid << " pos " << p << " group " << g;
+          }
+      }
+    }
+    // Sliding pages outlive their window only where the cache keeps them.
+    for (const auto& [sid, q] : seqs) {
+      const std::vector<BlockId>& table = m.block_table(SeqId{sid});
+      for (int32_t b = 0; b < std::max(0, q.computed - window + 1) / bs; ++b)
+        num_kept += m.page(table[static_cast<size_t>(b)], full).value >= 0;
+    }
+    for (int64_t i = 0; i < 6; ++i) m.free(SeqId{i});
+    m.enable_prefix_cache(false);
+    expect_ok(m);
+    EXPECT_EQ(m.num_free_blocks(), num_pages) << "pages leaked";
+  }
+  EXPECT_GT(num_hits, 50);
+  EXPECT_GT(num_copies, 50);
+  EXPECT_GT(num_forks, 20);
+  EXPECT_GT(num_rollbacks, 50);
+  std::printf("hits %lld (cut by the window %lld), page copies %lld, forks %lld, rollbacks %lld, kept %lld\n",
+              static_cast<long long>(num_hits), static_cast<long long>(num_cut_hits),
+              static_cast<long long>(num_copies), static_cast<long long>(num_forks),
+              static_cast<long long>(num_rollbacks), static_cast<long long>(num_kept));
+}
+
+// One long sequence without a prefix cache: its pages stay at the full
+// groups' share of every block plus the sliding groups' share of the blocks
+// its window and one chunk span — what lets a sliding-window model's long
+// context fit where full tables would not.
+TEST(KVCacheManager, KvGroupsLongSequenceHoldsWindowSizedSlidingPages) {
+  const int32_t bs = 16, window = 64, groups = 6, full = 1, chunk = 32;
+  const int32_t pages = 700;  // 116 blocks with every page: 1,856 tokens
+  KVCacheManager m(pages, bs);
+  m.enable_kv_groups(groups, full, window);
+  const SeqId s{1};
+  int32_t computed = 0;
+  std::vector<BlockCopy> cow;
+  while (computed + chunk <= 8192) {
+    ASSERT_TRUE(m.allocate_for_write(s, computed, computed + chunk, &cow)) << "at " << computed;
+    computed += chunk;
+    m.set_num_tokens(s, computed);
+    m.release_window(s, computed);
+    const int32_t blocks = (computed + bs - 1) / bs;
+    const int32_t sliding_blocks = (window - 1 + chunk) / bs + 2;
+    ASSERT_LE(m.num_pinned_pages(), blocks * full + sliding_blocks * (groups - full)) << "at " << computed;
+    expect_ok(m);
+  }
+  EXPECT_EQ(computed, 8192);
+  EXPECT_TRUE(cow.empty());
+  m.free(s);
+  EXPECT_EQ(m.num_free_blocks(), pages);
+}
+
 }  // namespace
 }  // namespace pagoda
