@@ -186,6 +186,9 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--preemption", preempt, "recompute or swap")->check(CLI::IsMember({"recompute", "swap"}));
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
   SpecOptions spec_opts;
+  bool swa_full = false;
+  app.add_flag("--swa-full", swa_full,
+               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead of freeing blocks past the window");
   add_spec_options(app, &spec_opts);
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("--seed", seed, "seed of the random prompts");
@@ -208,6 +211,7 @@ int bench_throughput(int argc, char** argv) {
   cfg.sched.max_num_batched_tokens = max_batched;
   cfg.sched.preempt_mode = preempt == "swap" ? PreemptMode::kSwap : PreemptMode::kRecompute;
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
+  cfg.swa_full = swa_full;
   cfg.enable_prefix_caching = !no_prefix_cache;
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);

@@ -72,6 +72,9 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--system", system, "with --chat: a system message before the prompt");
   KvPolicyOptions kv_policy;
   add_kv_policy_options(app, &kv_policy);
+  bool swa_full = false;
+  app.add_flag("--swa-full", swa_full,
+               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead of freeing blocks past the window");
   SpecOptions spec_opts;
   add_spec_options(app, &spec_opts);
   GrammarOptions grammar_opts;
@@ -94,6 +97,7 @@ int cmd_generate(int argc, char** argv) {
   if (!comm) return fail("generate", comm.status().message());
   cfg.comm = *comm;
   cfg.pp = pp;
+  cfg.swa_full = swa_full;
   cfg.sched.kv_policy = kv_policy_from_options(kv_policy);
   apply_spec_options(spec_opts, &cfg);
   auto engine = Engine::create(model, cfg);

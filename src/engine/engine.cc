@@ -218,14 +218,42 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
                             std::to_string(block_bytes) + " bytes)");
   rc.num_blocks = config.kv_cache_bytes / block_bytes;
   rc.num_host_blocks = std::max<int64_t>(0, config.swap_space_bytes) / block_bytes;
+  const bool tiers = !config.kv_disk_dir.empty() || config.kv_host_tier_bytes > 0;
+  // Sliding-window layers free their blocks past the window (KV groups):
+  // the pool counts pages of one group's layers then, and swapping is off.
+  if (!config.swa_full && !e->draft_ && config.comm == nullptr && !tiers && !config.kv_export) {
+    std::vector<uint8_t> sliding;
+    for (int32_t il = 0; il < mc.num_layers; ++il)
+      if (mc.kv_layer(il + 1) > mc.kv_layer(il)) sliding.push_back(mc.is_sliding(il) ? 1 : 0);
+    rc.kv_groups = KVGroupLayout::make(sliding, mc.sliding_window);
+  }
+  const KVGroupLayout& groups = rc.kv_groups;
+  if (groups.grouped()) {
+    rc.num_blocks *= groups.num_groups;
+    rc.num_host_blocks = 0;
+    if (rc.num_blocks > INT32_MAX / rc.block_size)
+      return invalid_argument("the KV cache holds more pages than block ids can name: give it less memory");
+  }
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, rc));
   e->kv_manager_ = std::make_unique<KVCacheManager>(static_cast<int32_t>(rc.num_blocks), rc.block_size,
                                                     static_cast<int32_t>(rc.num_host_blocks));
+  if (groups.grouped())
+    e->kv_manager_->enable_kv_groups(groups.num_groups, groups.num_full_groups, groups.window);
   // Recurrent layers: a state slot per sequence, and with the prefix cache
   // a state snapshot per finished sequence (a hit resumes from one).
   if (mc.has_recurrent_layers()) e->kv_manager_->enable_state_slots(config.enable_prefix_caching ? state_snapshots : 0);
   e->kv_manager_->enable_prefix_cache(config.enable_prefix_caching);
   e->capacity_tokens_ = rc.num_blocks * rc.block_size;
+  if (groups.grouped()) {
+    // One sequence's most tokens: its window and a chunk keep every group's
+    // pages; blocks before them keep the full groups' pages only.
+    const int64_t window_blocks =
+        (groups.window - 1 + std::max(1, config.sched.max_num_batched_tokens) + rc.block_size - 1) / rc.block_size + 1;
+    const int64_t all = groups.num_groups, full = groups.num_full_groups;
+    const int64_t blocks = rc.num_blocks >= all * window_blocks ? window_blocks + (rc.num_blocks - all * window_blocks) / full
+                                                                : rc.num_blocks / all;
+    e->capacity_tokens_ = blocks * rc.block_size;
+  }
   e->kv_policy_ = config.sched.kv_policy;
   e->index_sensitive_ = mc.sliding_window > 0 || mc.has_attn_sinks;
   PAGODA_RETURN_IF_ERROR(e->check_kv_room(e->kv_policy_, "--kv-policy "));
@@ -276,7 +304,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   }
   if (e->spec_auto_) e->profile_step_cost(config.sched.max_num_batched_tokens);
   if (e->spec_auto_ && medusa) e->profile_tree_fill();
-  const bool tiers = !config.kv_disk_dir.empty() || config.kv_host_tier_bytes > 0;
   if (tiers || config.kv_export) {
     PAGODA_ASSIGN_OR_RETURN(e->kv_ns_, kv_tier_namespace(model_path, mc, rc));
     e->kv_export_ = config.kv_export;

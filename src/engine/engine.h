@@ -39,6 +39,11 @@ struct EngineConfig {
   int32_t block_size = 16;
   int32_t max_model_len = 0;  // 0: the model's training context
   bool enable_prefix_caching = true;
+  // Sliding-window models (gemma3, gpt-oss): keep every sliding layer's KV
+  // instead of freeing the blocks past the window (llama.cpp's --swa-full).
+  // Freeing is also off with a draft model, scale-out, the KV tiers or
+  // kv_export, which move whole blocks.
+  bool swa_full = false;
   SchedulerConfig sched;
   // Speculative decoding (requests with n = 1 and no beam search).
   SpecMethod spec_method = SpecMethod::kNone;

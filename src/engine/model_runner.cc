@@ -40,6 +40,14 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   const ModelConfig& mc = r->model_->config();  // this rank's heads under tensor parallelism
   KVShape shape = kv_shape(mc);
   if (r->pp_ > 1) shape.num_layers = r->model_->num_stage_kv_layers();  // this stage's layers
+  if (config.kv_groups.grouped()) {  // a page holds one group's layers
+    if (r->comm_ || config.num_host_blocks > 0 || config.kv_scores)
+      return invalid_argument("KV groups run in one process, without a swap tier or KV scores");
+    if (static_cast<int32_t>(config.kv_groups.group.size()) != shape.num_layers)
+      return invalid_argument("the KV group layout does not match the model's attention layers");
+    shape.num_layers = config.kv_groups.layers_per_page;
+    r->model_->set_kv_groups(config.kv_groups);
+  }
   auto storage = [&](int64_t num_blocks) {
     return KVStorage::create(shape.num_layers, static_cast<int32_t>(num_blocks), config.block_size, shape.num_kv_heads,
                              shape.head_dim, config.kv_cache_dtype);
@@ -82,9 +90,46 @@ void ModelRunner::copy_blocks(const StepCopies& out) {
   for (const BlockCopy& c : out.cow) kv_storage_->copy_block(c.src, c.dst);
 }
 
+void ModelRunner::add_group_tables(const KVCacheManager* kv, SeqId seq, std::span<const BlockId> table0) {
+  const KVGroupLayout& layout = model_->kv_groups();
+  if (!layout.grouped()) return;
+  const size_t other = static_cast<size_t>(layout.num_groups - 1);
+  const size_t slice = batch_.seqs.size();
+  PAGODA_CHECK(group_tables_.size() >= (slice + 1) * other);  // sized before the first slice: pointers stay put
+  for (int32_t g = 1; g < layout.num_groups; ++g) {
+    std::vector<BlockId>& t = group_tables_[slice * other + static_cast<size_t>(g - 1)];
+    if (kv) {
+      kv->group_table(seq, g, &t);
+    } else {
+      t.assign(table0.begin(), table0.end());  // profiling: every group on the same pages
+    }
+    batch_.group_tables.push_back(t.data());
+  }
+}
+
+void ModelRunner::add_group_slots() {
+  const KVGroupLayout& layout = model_->kv_groups();
+  if (!layout.grouped()) return;
+  const size_t other = static_cast<size_t>(layout.num_groups - 1);
+  const auto bs = static_cast<int64_t>(block_size_);
+  batch_.group_slots.resize(other * batch_.tokens.size());
+  for (size_t g = 0; g < other; ++g)
+    for (size_t i = 0; i < batch_.seqs.size(); ++i) {
+      const SeqSlice& s = batch_.seqs[i];
+      const BlockId* table = batch_.group_tables[i * other + g];
+      for (int32_t t = s.token_begin; t < s.token_begin + s.num_tokens; ++t) {
+        const int32_t p = batch_.cache_positions[static_cast<size_t>(t)];
+        PAGODA_CHECK(table[p / bs].value >= 0);  // a write inside the window
+        batch_.group_slots[g * batch_.tokens.size() + static_cast<size_t>(t)] = table[p / bs].value * bs + p % bs;
+      }
+    }
+}
+
 void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& kv) {
   batch_.clear();
   const int32_t bs = kv.block_size();
+  if (model_->kv_groups().grouped())
+    group_tables_.resize(out.scheduled.size() * static_cast<size_t>(model_->kv_groups().num_groups - 1));
   for (const ScheduledSeq& s : out.scheduled) {
     const Sequence& seq = *s.seq;
     PAGODA_CHECK(s.num_logits >= 0 && s.num_logits <= s.num_new_tokens);
@@ -136,8 +181,10 @@ void ModelRunner::build_batch(const SchedulerOutput& out, const KVCacheManager& 
     }
     for (int32_t i = s.num_new_tokens - s.num_logits; i < s.num_new_tokens; ++i)
       batch_.logit_rows.push_back(slice.token_begin + i);
+    add_group_tables(&kv, seq.seq_id, {});
     batch_.seqs.push_back(slice);
   }
+  add_group_slots();
 }
 
 std::span<float> ModelRunner::execute(const SchedulerOutput& out, const KVCacheManager& kv) {
@@ -178,8 +225,12 @@ std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::spa
       batch_.slots.push_back(p);  // blocks 0.. in order: slot = position
       batch_.logit_rows.push_back(p - context);
     }
+    if (model_->kv_groups().grouped())
+      group_tables_.resize(static_cast<size_t>(model_->kv_groups().num_groups - 1));
+    add_group_tables(nullptr, SeqId{}, table);
     batch_.seqs.push_back(SeqSlice{0, n, kv_len, table.data()});
     batch_.seqs.back().state_slot = 0;  // no sequence holds a slot yet
+    add_group_slots();
     logits_.resize(static_cast<size_t>(n) * static_cast<size_t>(config().vocab_size));
     const double best =
         fastest_run_seconds([&] { model_->forward(batch_, *kv_storage_, *pool_, logits_.data(), state_.get()); });

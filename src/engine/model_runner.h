@@ -49,6 +49,9 @@ struct RunnerConfig {
   // step to the others (serve_tensor_parallel).
   dist::Comm* comm = nullptr;
   int32_t pp = 1;
+  // KV groups (kv/kv_groups.h; sliding-window freeing): num_blocks counts
+  // pages then, each of layers_per_page layers. Not with comm or a host tier.
+  KVGroupLayout kv_groups;
 };
 
 class ModelRunner {
@@ -155,6 +158,10 @@ class ModelRunner {
   int32_t block_size_ = 0;
   ForwardBatch batch_;
   std::vector<int32_t> tree_depth_;  // build_batch's scratch for a tree of drafts
+  // KV groups: every group's tables and slots in batch_ (ForwardBatch::group_slots).
+  void add_group_tables(const KVCacheManager* kv, SeqId seq, std::span<const BlockId> table0);
+  void add_group_slots();
+  std::vector<std::vector<BlockId>> group_tables_;  // [slice][group - 1]
   std::vector<uint64_t> tree_mask_;
   std::vector<float> logits_;
 };

@@ -129,7 +129,10 @@ int32_t KVCacheManager::num_pinned_pages() const {
       const BlockId b = s.table[i];
       if (seen[static_cast<size_t>(b.value)]) continue;
       seen[static_cast<size_t>(b.value)] = 1;
-      for (int32_t g = 0; g < groups_; ++g) n += page(b, g).value >= 0 ? 1 : 0;
+      for (int32_t g = 0; g < full_groups_; ++g) n += page(b, g).value >= 0 ? 1 : 0;
+      // Sliding pages only the cache keeps are evictable: not pinned.
+      if (sliding() && has_sliding_pages(b) && !(cache_sliding_[b.value] && sliding_refs_[b.value] == 1))
+        n += groups_ - full_groups_;
     }
   return n;
 }

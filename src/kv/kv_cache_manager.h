@@ -89,8 +89,8 @@ class KVCacheManager {
   // that end before num_computed - window + 1 (no query from position
   // num_computed on sees them). A no-op without sliding groups.
   void release_window(SeqId seq, int32_t num_computed);
-  // Pages held by sequences (not just the prefix cache): what the running
-  // work costs.
+  // Pages the running sequences pin (eviction cannot reclaim them): the
+  // pages of their blocks, less sliding pages only the prefix cache keeps.
   int32_t num_pinned_pages() const;
 
   int32_t block_size() const { return block_size_; }

@@ -50,6 +50,12 @@ struct ForwardBatch {
   // unchanged), as a self-speculative draft runs the model; empty: none.
   // A setting of the batch's owner: clear() keeps it.
   std::vector<uint8_t> skip_layers;
+  // KV groups (kv/kv_groups.h), when the model has them: group g >= 1's
+  // slots at group_slots[(g - 1) * tokens.size() + t] and slice i's table of
+  // group g's pages at group_tables[i * (num_groups - 1) + g - 1]; `slots`
+  // and SeqSlice::block_table are group 0's.
+  std::vector<int64_t> group_slots;
+  std::vector<const BlockId*> group_tables;
 
   void clear() {
     tokens.clear();
@@ -59,6 +65,8 @@ struct ForwardBatch {
     seqs.clear();
     logit_rows.clear();
     tree_masks.clear();
+    group_slots.clear();
+    group_tables.clear();
   }
 };
 

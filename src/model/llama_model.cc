@@ -332,7 +332,17 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     const int64_t stride[] = {gated ? 2 * c.q_dim() : c.q_dim(), c.kv_dim(), c.kv_dim()};
     kernels::matmul_fused(w, 3, ws_.h.data(), c.hidden_size, n, y, stride, pool);
   }
-  const int32_t kl = c.kv_layer(il) - c.kv_layer(first_layer_);  // this stage's storage holds its layers only
+  int32_t kl = c.kv_layer(il) - c.kv_layer(first_layer_);  // this stage's storage holds its layers only
+  // KV groups: the layer's pages are its group's, at its slot in them.
+  const int32_t group = kv_groups_.grouped() ? kv_groups_.group[static_cast<size_t>(kl)] : 0;
+  if (kv_groups_.grouped()) kl = kv_groups_.slot[static_cast<size_t>(kl)];
+  const size_t num_other_groups = static_cast<size_t>(kv_groups_.num_groups - 1);
+  PAGODA_CHECK(group == 0 || (batch.group_slots.size() == num_other_groups * static_cast<size_t>(n) &&
+                              batch.group_tables.size() == num_other_groups * batch.seqs.size()));
+  const int64_t* slots = group == 0 ? batch.slots.data() : &batch.group_slots[static_cast<size_t>((group - 1) * n)];
+  auto table_of = [&](size_t i) {
+    return group == 0 ? batch.seqs[i].block_table : batch.group_tables[i * num_other_groups + group - 1];
+  };
 
   const bool sliding = c.is_sliding(il);
   const kernels::RopeParams& rp = sliding ? rope_local_ : rope_global_;
@@ -360,7 +370,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
       const float* cs = &ws_.rope_cs[sliding ? 1 : 0][t * c.rope_dim];
       kernels::rope_apply(q, c.num_heads, c.head_dim, cs, rp);
       kernels::rope_apply(k, c.num_kv_heads, c.head_dim, cs, rp);
-      kv.write(kl, batch.slots[t], k, v);  // distinct slots: safe in parallel
+      kv.write(kl, slots[t], k, v);  // distinct slots: safe in parallel
     }
   });
 
@@ -378,12 +388,13 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   auto attend = [&](int ti, int nt) {
     thread_local std::vector<float> scratch;
     for (int64_t item = ti; item < num_items; item += nt) {
-      const SeqSlice& s = batch.seqs[item / c.num_kv_heads];
+      const size_t si = static_cast<size_t>(item / c.num_kv_heads);
+      const SeqSlice& s = batch.seqs[si];
       const int32_t head = static_cast<int32_t>(item % c.num_kv_heads);
       const size_t need =
           kernels::paged_attention_scratch_floats(s.num_tokens, c.num_heads, c.head_dim, kv.block_size());
       if (scratch.size() < need) scratch.resize(need);
-      kernels::paged_attention(view, s.block_table, s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
+      kernels::paged_attention(view, table_of(si), s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
                                &q_pos[s.token_begin], s.num_tokens, c.num_heads, scale,
                                &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
                                {.window = sliding ? c.sliding_window : 0,
@@ -398,8 +409,10 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     pool.run(attend);
   }
   if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
-                  [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; }))
+                  [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; })) {
+    PAGODA_CHECK(!kv_groups_.grouped());  // sliding-window models refuse SnapKV and H2O
     apply_kv_policies(batch, kv, pool, il, scale);
+  }
   if (gated)
     for_tokens(pool, n, c.q_dim(), [&](int64_t t0, int64_t t1) {
       for (int64_t i = t0 * c.q_dim(); i < t1 * c.q_dim(); ++i)

@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_groups.h"
 #include "kv/kv_storage.h"
 #include "kv/state_storage.h"
 #include "model/forward_batch.h"
@@ -105,6 +106,11 @@ class LlamaModel {
   // states, [tokens][hidden]) unless first is 0, and ends by copying the
   // hidden states to hidden_out (no logits) unless last is the end.
   Status set_layer_range(int32_t first, int32_t last);
+  // KV groups: attention layer kl writes and reads its group's pages, at
+  // its slot in them (KVStorage then has layers_per_page layers); batches
+  // carry every group's slots and tables (ForwardBatch::group_slots).
+  void set_kv_groups(KVGroupLayout layout) { kv_groups_ = std::move(layout); }
+  const KVGroupLayout& kv_groups() const { return kv_groups_; }
   int32_t first_layer() const { return first_layer_; }
   int32_t last_layer() const { return last_layer_ < 0 ? config_.num_layers : last_layer_; }
   bool is_last_stage() const { return last_layer() == config_.num_layers; }
@@ -221,6 +227,7 @@ class LlamaModel {
   int32_t num_row_scaled_ = 0;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
+  KVGroupLayout kv_groups_;
   int32_t first_layer_ = 0, last_layer_ = -1;           // pipeline parallelism: this stage's layers (-1: all)
   int32_t vocab_begin_ = 0;                             // tensor parallelism: this rank's first logit
   std::function<void(float*, int64_t)> all_reduce_;     // tensor parallelism: sums partial outputs

@@ -373,6 +373,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     }
     kv_.set_num_tokens(s.seq->seq_id, s.seq->num_cache_tokens());
     kv_.cache_computed(s.seq->seq_id, s.seq->tokens, s.seq->num_computed_tokens);
+    kv_.release_window(s.seq->seq_id, s.seq->num_computed_tokens);  // drafts sit past it: safe before accepting
   }
 }
 
@@ -383,6 +384,7 @@ void Scheduler::accept_drafts(Sequence* seq, int32_t num_accepted) {
   kv_.truncate(seq->seq_id, seq->num_cache_tokens());
   kv_.set_num_tokens(seq->seq_id, seq->num_cache_tokens());
   kv_.cache_computed(seq->seq_id, seq->tokens, seq->num_computed_tokens);
+  kv_.release_window(seq->seq_id, seq->num_computed_tokens);
 }
 
 void Scheduler::finish(Sequence* seq, FinishReason reason) {

@@ -449,8 +449,11 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   for (int32_t t0 = min_lo / kAttnKeyTile * kAttnKeyTile; t0 <= max_pos; t0 += kAttnKeyTile) {
     const int32_t t1 = std::min(t0 + kAttnKeyTile, max_pos + 1);
     for (int32_t j = t0; j < t1; ++j) {
-      const size_t off = static_cast<size_t>(a.block_table[j / bs].value) * block_bytes + head_offset +
-                         static_cast<size_t>(j % bs) * row_bytes;
+      // Keys before every query's window are masked; their blocks may be
+      // gone (KV groups free them): such a key reads the first seen row.
+      const int32_t jr = std::max(j, min_lo);
+      const size_t off = static_cast<size_t>(a.block_table[jr / bs].value) * block_bytes + head_offset +
+                         static_cast<size_t>(jr % bs) * row_bytes;
       keys[j - t0] = kbase + off;
       vals[j - t0] = vbase + off;
     }
