@@ -126,8 +126,11 @@ class ModelRunner {
   // between steps).
   Status enable_kv_scores();
   // K + V bytes of one token over all layers.
+  // K + V bytes of one token over all attention layers (with KV groups, a
+  // page holds 1/num_groups of them).
   double kv_bytes_per_token() const {
-    return 2.0 * static_cast<double>(kv_storage_->block_bytes()) * kv_storage_->num_layers() / block_size_;
+    return 2.0 * static_cast<double>(kv_storage_->block_bytes()) * kv_storage_->num_layers() *
+           model_->kv_groups().num_groups / block_size_;
   }
 
  private:

@@ -96,7 +96,8 @@ std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerSta
   gauge("num_requests_waiting", "Requests waiting to be scheduled.", s.num_waiting);
   gauge("num_requests_swapped", "Requests preempted to the host swap tier.", s.num_swapped);
   gauge("kv_cache_usage_perc", "KV cache usage (1 = full).", s.kv_usage);
-  gauge("kv_cache_total_blocks", "KV cache blocks in the pool.", s.num_kv_blocks);
+  gauge("kv_cache_total_blocks", "KV cache blocks in the pool (sliding-window models: pages of one layer group).",
+        s.num_kv_blocks);
   gauge("kv_cache_bytes_per_token", "K and V bytes one token takes in the cache, all layers (--kv-cache-dtype).",
         s.kv_bytes_per_token);
   gauge("kv_cache_free_blocks", "KV cache blocks an allocation can get now (free plus evictable prefix-cache blocks).",
