@@ -188,7 +188,8 @@ int bench_throughput(int argc, char** argv) {
   SpecOptions spec_opts;
   bool swa_full = false;
   app.add_flag("--swa-full", swa_full,
-               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead of freeing blocks past the window");
+               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead "
+               "of freeing blocks past the window");
   add_spec_options(app, &spec_opts);
   app.add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("--seed", seed, "seed of the random prompts");

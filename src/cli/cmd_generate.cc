@@ -74,7 +74,8 @@ int cmd_generate(int argc, char** argv) {
   add_kv_policy_options(app, &kv_policy);
   bool swa_full = false;
   app.add_flag("--swa-full", swa_full,
-               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead of freeing blocks past the window");
+               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead "
+               "of freeing blocks past the window");
   SpecOptions spec_opts;
   add_spec_options(app, &spec_opts);
   GrammarOptions grammar_opts;
@@ -171,10 +172,12 @@ int cmd_generate(int argc, char** argv) {
   const int32_t groups = e.kv_manager().num_kv_groups();
   const double peak_mib = peak_blocks * cfg.block_size * e.kv_bytes_per_token() / groups / (1024.0 * 1024.0);
   const int64_t context = st.num_prompt_tokens + n_generated;
-  std::fprintf(stderr, "KV cache: at most %d %s of %d tokens held (%.2f MiB = %.1f KiB per context token, %s, --kv-policy %s%s)\n",
-               peak_blocks, groups > 1 ? "pages" : "blocks", cfg.block_size, peak_mib,
-               context > 0 ? peak_mib * 1024.0 / static_cast<double>(context) : 0.0, kv_type.c_str(),
-               kv_policy.policy.c_str(), groups > 1 ? ", sliding-window blocks freed" : "");
+  std::fprintf(
+      stderr,
+      "KV cache: at most %d %s of %d tokens held (%.2f MiB = %.1f KiB per context token, %s, --kv-policy %s%s)\n",
+      peak_blocks, groups > 1 ? "pages" : "blocks", cfg.block_size, peak_mib,
+      context > 0 ? peak_mib * 1024.0 / static_cast<double>(context) : 0.0, kv_type.c_str(), kv_policy.policy.c_str(),
+      groups > 1 ? ", sliding-window blocks freed" : "");
   if (cfg.spec_method != SpecMethod::kNone) {
     std::fprintf(stderr, "speculative (%s): %s\n", spec_method_name(cfg.spec_method), spec_summary(st).c_str());
     if (e.draft_model())

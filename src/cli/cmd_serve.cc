@@ -79,7 +79,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--no-prefix-cache", no_prefix_cache, "disable prefix caching");
   bool swa_full = false;
   app.add_flag("--swa-full", swa_full,
-               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead of freeing blocks past the window");
+               "sliding-window models (gemma3, gpt-oss): keep the KV of every position in the sliding layers instead "
+               "of freeing blocks past the window");
   app.add_option("--slo-ttft-ms", sc.slo_ttft_ms, "time-to-first-token target of requests that set none (0: none)")
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--slo-tpot-ms", sc.slo_tpot_ms, "time-per-output-token target of requests that set none (0: none)")

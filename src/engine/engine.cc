@@ -237,8 +237,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   PAGODA_RETURN_IF_ERROR(ModelRunner::validate(mc, rc));
   e->kv_manager_ = std::make_unique<KVCacheManager>(static_cast<int32_t>(rc.num_blocks), rc.block_size,
                                                     static_cast<int32_t>(rc.num_host_blocks));
-  if (groups.grouped())
-    e->kv_manager_->enable_kv_groups(groups.num_groups, groups.num_full_groups, groups.window);
+  if (groups.grouped()) e->kv_manager_->enable_kv_groups(groups.num_groups, groups.num_full_groups, groups.window);
   // Recurrent layers: a state slot per sequence, and with the prefix cache
   // a state snapshot per finished sequence (a hit resumes from one).
   if (mc.has_recurrent_layers()) e->kv_manager_->enable_state_slots(config.enable_prefix_caching ? state_snapshots : 0);
@@ -250,8 +249,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     const int64_t window_blocks =
         (groups.window - 1 + std::max(1, config.sched.max_num_batched_tokens) + rc.block_size - 1) / rc.block_size + 1;
     const int64_t all = groups.num_groups, full = groups.num_full_groups;
-    const int64_t blocks = rc.num_blocks >= all * window_blocks ? window_blocks + (rc.num_blocks - all * window_blocks) / full
-                                                                : rc.num_blocks / all;
+    const int64_t blocks = rc.num_blocks >= all * window_blocks
+                               ? window_blocks + (rc.num_blocks - all * window_blocks) / full
+                               : rc.num_blocks / all;
     e->capacity_tokens_ = blocks * rc.block_size;
   }
   e->kv_policy_ = config.sched.kv_policy;

@@ -40,7 +40,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   const ModelConfig& mc = r->model_->config();  // this rank's heads under tensor parallelism
   KVShape shape = kv_shape(mc);
   if (r->pp_ > 1) shape.num_layers = r->model_->num_stage_kv_layers();  // this stage's layers
-  if (config.kv_groups.grouped()) {  // a page holds one group's layers
+  if (config.kv_groups.grouped()) {                                     // a page holds one group's layers
     if (r->comm_ || config.num_host_blocks > 0 || config.kv_scores)
       return invalid_argument("KV groups run in one process, without a swap tier or KV scores");
     if (static_cast<int32_t>(config.kv_groups.group.size()) != shape.num_layers)
@@ -225,8 +225,7 @@ std::vector<std::pair<int32_t, double>> ModelRunner::profile_step_times(std::spa
       batch_.slots.push_back(p);  // blocks 0.. in order: slot = position
       batch_.logit_rows.push_back(p - context);
     }
-    if (model_->kv_groups().grouped())
-      group_tables_.resize(static_cast<size_t>(model_->kv_groups().num_groups - 1));
+    if (model_->kv_groups().grouped()) group_tables_.resize(static_cast<size_t>(model_->kv_groups().num_groups - 1));
     add_group_tables(nullptr, SeqId{}, table);
     batch_.seqs.push_back(SeqSlice{0, n, kv_len, table.data()});
     batch_.seqs.back().state_slot = 0;  // no sequence holds a slot yet

@@ -12,6 +12,16 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t n, float ep
   cpu::active_kernels().rms_norm(x, weight, y, n, eps);
 }
 
+void ssm_step(float* s, int64_t rows, int64_t n, const float* x, const float* b, const float* c, float dt, float decay,
+              float d, float* y) {
+  cpu::active_kernels().ssm_step(s, rows, n, x, b, c, dt, decay, d, y);
+}
+
+void deltanet_step(float* s, int64_t dk, int64_t dv, const float* q, const float* k, const float* v, float g,
+                   float beta, float scale, float* o, float* tmp) {
+  cpu::active_kernels().deltanet_step(s, dk, dv, q, k, v, g, beta, scale, o, tmp);
+}
+
 void set_yarn(RopeParams& p, int32_t n_ctx_orig, float ext_factor, float beta_fast, float beta_slow,
               float attn_factor) {
   // The pair index at which a frequency turns `rotations` times over the

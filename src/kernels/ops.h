@@ -9,6 +9,18 @@ namespace pagoda::kernels {
 // y = x / rms(x) * weight over rows of n (y may alias x).
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
+// Mamba-2's recurrence, one token of one head: for each row p < rows of the
+// state s ([rows][n]): s[p] = decay * s[p] + (x[p] * dt) * b; then
+// y[p] = s[p] . c + d * x[p].
+void ssm_step(float* s, int64_t rows, int64_t n, const float* x, const float* b, const float* c, float dt, float decay,
+              float d, float* y);
+
+// The gated delta rule (Gated DeltaNet), one token of one head, state s
+// [dk][dv]: s = g s; delta = beta (v - s^T k); s += k delta^T;
+// o = (s^T q) * scale. tmp holds dv floats of scratch.
+void deltanet_step(float* s, int64_t dk, int64_t dv, const float* q, const float* k, const float* v, float g,
+                   float beta, float scale, float* o, float* tmp);
+
 enum class RopeStyle {
   kInterleaved,  // GGML "norm": rotates pairs (x[2i], x[2i+1]) — llama
   kHalfSplit,    // GGML "neox": rotates pairs (x[i], x[i + d/2]) — qwen2

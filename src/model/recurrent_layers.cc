@@ -1,6 +1,7 @@
 // Recurrent (linear-attention / state-space) mixers: qwen35's Gated DeltaNet
 // and Mamba-2, as llama.cpp computes them. Each slice runs the step form of
-// its recurrence token by token from the state its slot holds (the state
+// its recurrence (kernels::ssm_step / deltanet_step, SIMD per ISA) token by
+// token from the state its slot holds (the state
 // after kv_len - num_tokens tokens), so a prompt fed whole, in chunks or one
 // token at a time gives the same result; the projections around the
 // recurrence are batched matmuls over the whole flat batch.
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/ops.h"
 #include "model/llama_model.h"
 
 namespace pagoda {
@@ -103,8 +105,9 @@ void LlamaModel::deltanet_layer(const ForwardBatch& batch, StateStorage& state, 
       }
     }
   }
-  // The delta rule per (slice, v head): S = g S; S += k (beta (v - S^T k))^T;
-  // o = S^T q / sqrt(dk). S is [dk][dv]; v head h reads q/k head h % nk.
+  // The delta rule per (slice, v head) (kernels::deltanet_step): S = g S;
+  // S += k (beta (v - S^T k))^T; o = S^T q / sqrt(dk). S is [dk][dv]; v head
+  // h reads q/k head h % nk.
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * nv;
   auto run = [&](int ti, int nt) {
@@ -119,25 +122,8 @@ void LlamaModel::deltanet_layer(const ForwardBatch& batch, StateStorage& state, 
         const float* k = u + (nk + h % nk) * dk;
         const float* v = u + 2 * nk * dk + h * dv;
         const float g = ws_.mix_alpha[t * nv + h], beta = ws_.mix_beta[t * nv + h];
-        std::fill(ks.begin(), ks.end(), 0.0f);
-        for (int32_t i = 0; i < dk; ++i) {
-          float* row = S + int64_t{i} * dv;
-          for (int32_t j = 0; j < dv; ++j) {
-            row[j] *= g;
-            ks[j] += k[i] * row[j];
-          }
-        }
-        for (int32_t j = 0; j < dv; ++j) ks[j] = (v[j] - ks[j]) * beta;  // delta
         float* o = &ws_.mix_out[t * inner + int64_t{h} * dv];
-        std::fill_n(o, dv, 0.0f);
-        for (int32_t i = 0; i < dk; ++i) {
-          float* row = S + int64_t{i} * dv;
-          const float qi = q[i] * scale;
-          for (int32_t j = 0; j < dv; ++j) {
-            row[j] += k[i] * ks[j];
-            o[j] += qi * row[j];
-          }
-        }
+        kernels::deltanet_step(S, dk, dv, q, k, v, g, beta, scale, o, ks.data());
         kernels::rms_norm(o, l.ssm_norm, o, dv, c.rms_eps);
         const float* z = &ws_.mix_z[t * inner + int64_t{h} * dv];
         for (int32_t j = 0; j < dv; ++j) o[j] *= silu(z[j]);
@@ -171,8 +157,8 @@ void LlamaModel::mamba2_layer(const ForwardBatch& batch, StateStorage& state, Th
       for (int32_t h = 0; h < nh; ++h) dt[h] = softplus(dt[h] + l.ssm_dt_bias[h]);
     }
   }
-  // Per (slice, head): S = exp(dt A) S + dt x B^T; y = S C + D x. S is [hd][ds];
-  // head h reads B/C group h / (nh / ng).
+  // Per (slice, head): S = exp(dt A) S + dt x B^T; y = S C + D x
+  // (kernels::ssm_step). S is [hd][ds]; head h reads B/C group h / (nh / ng).
   const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * nh;
   auto run = [&](int ti, int nt) {
     for (int64_t item = ti; item < num_items; item += nt) {
@@ -186,18 +172,8 @@ void LlamaModel::mamba2_layer(const ForwardBatch& batch, StateStorage& state, Th
         const float* B = row + inner + inner + int64_t{gi} * ds;
         const float* C = row + inner + inner + int64_t{ng} * ds + int64_t{gi} * ds;
         const float dt = row[inner + ch + h];
-        const float decay = std::exp(dt * l.ssm_a[h]);
-        float* y = &ws_.mix_out[t * inner + int64_t{h} * hd];
-        for (int32_t p = 0; p < hd; ++p) {
-          float* sp = S + int64_t{p} * ds;
-          const float xdt = x[p] * dt;
-          float acc = 0;
-          for (int32_t j = 0; j < ds; ++j) {
-            sp[j] = sp[j] * decay + xdt * B[j];
-            acc += sp[j] * C[j];
-          }
-          y[p] = acc + l.ssm_d[h] * x[p];
-        }
+        kernels::ssm_step(S, hd, ds, x, B, C, dt, std::exp(dt * l.ssm_a[h]), l.ssm_d[h],
+                          &ws_.mix_out[t * inner + int64_t{h} * hd]);
       }
     }
   };

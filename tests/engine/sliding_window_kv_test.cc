@@ -117,10 +117,11 @@ TEST_P(SlidingWindowKv, FreesBlocksPastTheWindowWithTheSameTokens) {
   const GreedyResult alone = run(**freeing, {longest}, n);
   const int32_t bound = 17 * full_groups + 3 * (all - full_groups);
   EXPECT_LE(alone.max_pinned_pages, bound);
-  std::printf("[ pages ] %s: %d groups (%d full); one sequence of %zu tokens pins at most %d pages (bound %d), "
-              "full tables %d; three at once %d of %d\n",
-              GetParam().c_str(), all, full_groups, longest.size() + n, alone.max_pinned_pages, bound, 17 * all,
-              got.max_pinned_pages, kv.num_blocks());
+  std::printf(
+      "[ pages ] %s: %d groups (%d full); one sequence of %zu tokens pins at most %d pages (bound %d), "
+      "full tables %d; three at once %d of %d\n",
+      GetParam().c_str(), all, full_groups, longest.size() + n, alone.max_pinned_pages, bound, 17 * all,
+      got.max_pinned_pages, kv.num_blocks());
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, SlidingWindowKv, ::testing::Values("gemma3", "gpt-oss"),

@@ -33,12 +33,12 @@ struct Case {
   int32_t block_size;
   int32_t kv_len;
   std::vector<int32_t> q_pos;
-  float q_gain = 1.0f;        // > 1 makes scores large and the softmax peaky
-  DType dtype = DType::kF32;  // the cache's format (the reference reads the same rows)
-  int32_t window = 0;         // sliding window (0: none)
+  float q_gain = 1.0f;              // > 1 makes scores large and the softmax peaky
+  DType dtype = DType::kF32;        // the cache's format (the reference reads the same rows)
+  int32_t window = 0;               // sliding window (0: none)
   bool free_before_window = false;  // blocks before every query's window are -1 in the table (KV groups)
-  bool sinks = false;         // random per-head sink logits
-  int32_t tree_begin = 0;     // tree attention (AttentionOptions), with tree_mask per query
+  bool sinks = false;               // random per-head sink logits
+  int32_t tree_begin = 0;           // tree attention (AttentionOptions), with tree_mask per query
   std::vector<uint64_t> tree_mask = {};
   std::string describe() const {
     char buf[240];
@@ -328,7 +328,7 @@ TEST_F(PagedAttention, SlidingWindowMatchesReference) {
   for (int t = 0; t < 40; ++t) {
     Case c = random_case(rng, 130, 6, 300);                       // contexts past several key tiles
     c.window = 1 + static_cast<int32_t>(rng() % (c.kv_len + 8));  // 1 (only itself) .. wider than the context
-    c.free_before_window = t % 2 == 1;  // never read: the kernel must not touch them
+    c.free_before_window = t % 2 == 1;                            // never read: the kernel must not touch them
     check_case(c, seed + 1 + t);
   }
 }

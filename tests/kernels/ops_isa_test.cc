@@ -64,6 +64,100 @@ TEST_F(OpsIsa, RmsNormEveryIsa) {
   }
 }
 
+// Mamba-2's and the gated delta rule's steps (the recurrent mixers'
+// inner loops): a few chained tokens on awkward shapes, every ISA against a
+// double-precision statement of the recurrence. Tolerance: the state and
+// outputs are sums of at most n products of O(1) terms per token, so
+// 4 n 2^-24 of the row's magnitude per token, with margin.
+TEST_F(OpsIsa, RecurrentStepsEveryIsa) {
+  std::mt19937 rng(303);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (int c = 0; c < 40; ++c) {
+    const int64_t rows = 1 + rng() % 70, n = 1 + rng() % 150, tokens = 1 + rng() % 4;
+    const auto s0 = random_vec(rng, rows * n, 1.0f);
+    // Mamba-2: s[p] = decay s[p] + x[p] dt b; y[p] = s[p] . c + d x[p].
+    std::vector<std::vector<float>> xs, bs, cs;
+    std::vector<float> dts, decays;
+    for (int64_t t = 0; t < tokens; ++t) {
+      xs.push_back(random_vec(rng, rows, 1.0f));
+      bs.push_back(random_vec(rng, n, 1.0f));
+      cs.push_back(random_vec(rng, n, 1.0f));
+      dts.push_back(unit(rng));
+      decays.push_back(unit(rng));
+    }
+    const float d = 0.5f;
+    std::vector<double> ws(s0.begin(), s0.end());
+    std::vector<std::vector<double>> wy(tokens, std::vector<double>(rows));
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t p = 0; p < rows; ++p) {
+        double acc = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double& v = ws[p * n + j];
+          v = decays[t] * v + static_cast<double>(xs[t][p]) * dts[t] * bs[t][j];
+          acc += v * cs[t][j];
+        }
+        wy[t][p] = acc + d * xs[t][p];
+      }
+    const double tol = 4.0 * (n + 4) * kU * 4.0 * tokens;
+    for (Isa isa : cpu::supported_isas()) {
+      cpu::set_active_isa(isa);
+      std::vector<float> st = s0;
+      std::vector<float> y(rows + 1, -3.0f);
+      for (int64_t t = 0; t < tokens; ++t) {
+        ssm_step(st.data(), rows, n, xs[t].data(), bs[t].data(), cs[t].data(), dts[t], decays[t], d, y.data());
+        for (int64_t p = 0; p < rows; ++p)
+          ASSERT_NEAR(y[p], wy[t][p], tol * (1 + std::sqrt(static_cast<double>(n)) * 4))
+              << cpu::isa_name(isa) << " rows=" << rows << " n=" << n << " t=" << t << " p=" << p;
+        ASSERT_EQ(y[rows], -3.0f) << cpu::isa_name(isa) << " wrote past rows=" << rows;
+      }
+      for (int64_t i = 0; i < rows * n; ++i) ASSERT_NEAR(st[i], ws[i], tol * 4) << cpu::isa_name(isa) << " state " << i;
+    }
+    // Gated delta rule on a [dk][dv] = [rows][n] state.
+    const int64_t dk = rows, dv = n;
+    std::vector<std::vector<float>> qs, ks, vs;
+    std::vector<float> gs, betas;
+    for (int64_t t = 0; t < tokens; ++t) {
+      auto k = random_vec(rng, dk, 1.0f);
+      double norm = 0;
+      for (float v : k) norm += static_cast<double>(v) * v;
+      for (float& v : k) v = static_cast<float>(v / std::sqrt(norm));  // L2-normed, as the model's
+      ks.push_back(k);
+      qs.push_back(random_vec(rng, dk, 1.0f));
+      vs.push_back(random_vec(rng, dv, 1.0f));
+      gs.push_back(unit(rng));
+      betas.push_back(unit(rng));
+    }
+    const float scale = 0.25f;
+    std::vector<double> ds(s0.begin(), s0.end());
+    std::vector<std::vector<double>> wo(tokens, std::vector<double>(dv));
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<double> kv(dv, 0.0);
+      for (double& v : ds) v *= gs[t];
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) kv[j] += ks[t][i] * ds[i * dv + j];
+      for (int64_t j = 0; j < dv; ++j) kv[j] = (vs[t][j] - kv[j]) * betas[t];
+      for (int64_t i = 0; i < dk; ++i)
+        for (int64_t j = 0; j < dv; ++j) {
+          ds[i * dv + j] += ks[t][i] * kv[j];
+          wo[t][j] += static_cast<double>(qs[t][i]) * scale * ds[i * dv + j];
+        }
+    }
+    const double dtol = 8.0 * (dk + 4) * kU * tokens * (1 + std::sqrt(static_cast<double>(dk)) * 4);
+    for (Isa isa : cpu::supported_isas()) {
+      cpu::set_active_isa(isa);
+      std::vector<float> st = s0, tmp(dv), o(dv + 1, -3.0f);
+      for (int64_t t = 0; t < tokens; ++t) {
+        deltanet_step(st.data(), dk, dv, qs[t].data(), ks[t].data(), vs[t].data(), gs[t], betas[t], scale, o.data(),
+                      tmp.data());
+        for (int64_t j = 0; j < dv; ++j)
+          ASSERT_NEAR(o[j], wo[t][j], dtol) << cpu::isa_name(isa) << " dk=" << dk << " dv=" << dv << " t=" << t;
+        ASSERT_EQ(o[dv], -3.0f) << cpu::isa_name(isa) << " wrote past dv=" << dv;
+      }
+      for (int64_t i = 0; i < dk * dv; ++i) ASSERT_NEAR(st[i], ds[i], dtol) << cpu::isa_name(isa) << " state " << i;
+    }
+  }
+}
+
 TEST_F(OpsIsa, SwigluAndAddEveryIsa) {
   std::mt19937 rng(202);
   for (int c = 0; c < 60; ++c) {

@@ -142,6 +142,11 @@ struct IsaKernels {
   void (*quantize_q8_k)(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums) = nullptr;
   // The whole row with one scale: *d = max|x| / 127, *qsum = sum(q).
   void (*quantize_q8_row)(const float* x, int64_t n, int8_t* qs, float* d, int32_t* qsum) = nullptr;
+  // Recurrent mixers' steps (kernels/ops.h ssm_step, deltanet_step).
+  void (*ssm_step)(float* s, int64_t rows, int64_t n, const float* x, const float* b, const float* c, float dt,
+                   float decay, float d, float* y) = nullptr;
+  void (*deltanet_step)(float* s, int64_t dk, int64_t dv, const float* q, const float* k, const float* v, float g,
+                        float beta, float scale, float* o, float* tmp) = nullptr;
 };
 
 const IsaKernels& kernels_scalar();

@@ -131,7 +131,87 @@ void quantize_q8_row_kernel(const float* x, int64_t n, int8_t* qs, float* d, int
   *qsum = sum;
 }
 
+// Mamba-2's step for one head (kernels/ops.h ssm_step).
+void ssm_step_kernel(float* s, int64_t rows, int64_t n, const float* x, const float* b, const float* c, float dt,
+                     float decay, float d, float* y) {
+  const VF vdecay = V::set1_f(decay);
+  for (int64_t p = 0; p < rows; ++p) {
+    float* sp = s + p * n;
+    const VF xdt = V::set1_f(x[p] * dt);
+    VF acc0 = V::zero_f(), acc1 = V::zero_f();
+    int64_t j = 0;
+    for (; j + 2 * kW <= n; j += 2 * kW) {
+      const VF v0 = V::fmadd(xdt, V::load_f(b + j), V::mul(V::load_f(sp + j), vdecay));
+      const VF v1 = V::fmadd(xdt, V::load_f(b + j + kW), V::mul(V::load_f(sp + j + kW), vdecay));
+      V::store_f(sp + j, v0);
+      V::store_f(sp + j + kW, v1);
+      acc0 = V::fmadd(v0, V::load_f(c + j), acc0);
+      acc1 = V::fmadd(v1, V::load_f(c + j + kW), acc1);
+    }
+    for (; j < n; j += kW) {
+      const int64_t m = std::min(kW, n - j);
+      const VF v = V::fmadd(xdt, load_n(b + j, m), V::mul(load_n(sp + j, m), vdecay));
+      store_n(sp + j, v, m);
+      acc0 = V::fmadd(v, load_n(c + j, m), acc0);
+    }
+    y[p] = V::hsum(V::add(acc0, acc1)) + d * x[p];
+  }
+}
+
+// y[:n] += a * x[:n]
+inline void axpy(float* y, float a, const float* x, int64_t n) {
+  const VF va = V::set1_f(a);
+  int64_t j = 0;
+  for (; j + kW <= n; j += kW) V::store_f(y + j, V::fmadd(va, V::load_f(x + j), V::load_f(y + j)));
+  if (j < n) store_n(y + j, V::fmadd(va, load_n(x + j, n - j), load_n(y + j, n - j)), n - j);
+}
+
+// The gated delta rule's step for one head (kernels/ops.h deltanet_step).
+void deltanet_step_kernel(float* s, int64_t dk, int64_t dv, const float* q, const float* k, const float* v, float g,
+                          float beta, float scale, float* o, float* tmp) {
+  // Pass 1: S *= g; tmp = S^T k.
+  const VF vg = V::set1_f(g);
+  std::fill(tmp, tmp + dv, 0.0f);
+  for (int64_t i = 0; i < dk; ++i) {
+    float* row = s + i * dv;
+    const VF ki = V::set1_f(k[i]);
+    int64_t j = 0;
+    for (; j + kW <= dv; j += kW) {
+      const VF r = V::mul(V::load_f(row + j), vg);
+      V::store_f(row + j, r);
+      V::store_f(tmp + j, V::fmadd(ki, r, V::load_f(tmp + j)));
+    }
+    if (j < dv) {
+      const int64_t m = dv - j;
+      const VF r = V::mul(load_n(row + j, m), vg);
+      store_n(row + j, r, m);
+      store_n(tmp + j, V::fmadd(ki, r, load_n(tmp + j, m)), m);
+    }
+  }
+  // delta = beta (v - S^T k); pass 2: S += k delta^T; o = S^T q * scale.
+  for (int64_t j = 0; j < dv; ++j) tmp[j] = (v[j] - tmp[j]) * beta;
+  std::fill(o, o + dv, 0.0f);
+  for (int64_t i = 0; i < dk; ++i) {
+    float* row = s + i * dv;
+    const VF ki = V::set1_f(k[i]), qi = V::set1_f(q[i] * scale);
+    int64_t j = 0;
+    for (; j + kW <= dv; j += kW) {
+      const VF r = V::fmadd(ki, V::load_f(tmp + j), V::load_f(row + j));
+      V::store_f(row + j, r);
+      V::store_f(o + j, V::fmadd(qi, r, V::load_f(o + j)));
+    }
+    if (j < dv) {
+      const int64_t m = dv - j;
+      const VF r = V::fmadd(ki, load_n(tmp + j, m), load_n(row + j, m));
+      store_n(row + j, r, m);
+      store_n(o + j, V::fmadd(qi, r, load_n(o + j, m)), m);
+    }
+  }
+}
+
 void register_ops(IsaKernels& k) {
+  k.ssm_step = ssm_step_kernel;
+  k.deltanet_step = deltanet_step_kernel;
   k.dot_f32 = dot_f32_kernel;
   k.rms_norm = rms_norm_kernel;
   k.swiglu = swiglu_kernel;
