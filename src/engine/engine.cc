@@ -220,8 +220,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   rc.num_host_blocks = std::max<int64_t>(0, config.swap_space_bytes) / block_bytes;
   const bool tiers = !config.kv_disk_dir.empty() || config.kv_host_tier_bytes > 0;
   // Sliding-window layers free their blocks past the window (KV groups):
-  // the pool counts pages of one group's layers then, and swapping is off.
-  if (!config.swa_full && !e->draft_ && config.comm == nullptr && !tiers && !config.kv_export) {
+  // the device and host pools count pages of one group's layers then.
+  if (!config.swa_full && !e->draft_ && config.comm == nullptr && !tiers && !config.kv_export &&
+      config.sched.kv_policy.full()) {
     std::vector<uint8_t> sliding;
     for (int32_t il = 0; il < mc.num_layers; ++il)
       if (mc.kv_layer(il + 1) > mc.kv_layer(il)) sliding.push_back(mc.is_sliding(il) ? 1 : 0);
@@ -230,7 +231,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   const KVGroupLayout& groups = rc.kv_groups;
   if (groups.grouped()) {
     rc.num_blocks *= groups.num_groups;
-    rc.num_host_blocks = 0;
+    rc.num_host_blocks *= groups.num_groups;
     if (rc.num_blocks > INT32_MAX / rc.block_size)
       return invalid_argument("the KV cache holds more pages than block ids can name: give it less memory");
   }
@@ -339,6 +340,10 @@ Result<KvPolicy> Engine::resolve_kv_policy(const std::optional<KvPolicyRequest>&
   if (model_config().has_recurrent_layers() && !p.full())
     return invalid_argument("kv_policy " + std::string(kv_policy_name(p.kind)) +
                             " evicts tokens, which this model's recurrent layers cannot forget");
+  if (kv_manager_->num_kv_groups() > 1 && !p.full())
+    return invalid_argument("kv_policy " + std::string(kv_policy_name(p.kind)) +
+                            ": this server frees sliding-window KV blocks already (start it with --swa-full to "
+                            "evict tokens instead)");
   PAGODA_RETURN_IF_ERROR(check_kv_room(p, "kv_policy "));
   return p;
 }
@@ -492,7 +497,7 @@ std::span<const float> Engine::hidden_of(const float* logits_row) const {
 }
 
 void Engine::move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) {
-  PAGODA_CHECK(!draft_ && to_pos <= from_pos);  // a draft model's drafts are chains
+  PAGODA_CHECK(!draft_ && to_pos <= from_pos && kv_manager_->num_kv_groups() == 1);  // trees: no sliding windows
   if (from_pos == to_pos) return;
   runner_->move_kv_row(kv_manager_->slot_of(seq.seq_id, from_pos), kv_manager_->slot_of(seq.seq_id, to_pos));
 }

@@ -41,8 +41,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(std::unique_ptr<LlamaMo
   KVShape shape = kv_shape(mc);
   if (r->pp_ > 1) shape.num_layers = r->model_->num_stage_kv_layers();  // this stage's layers
   if (config.kv_groups.grouped()) {                                     // a page holds one group's layers
-    if (r->comm_ || config.num_host_blocks > 0 || config.kv_scores)
-      return invalid_argument("KV groups run in one process, without a swap tier or KV scores");
+    if (r->comm_ || config.kv_scores) return invalid_argument("KV groups run in one process, without KV scores");
     if (static_cast<int32_t>(config.kv_groups.group.size()) != shape.num_layers)
       return invalid_argument("the KV group layout does not match the model's attention layers");
     shape.num_layers = config.kv_groups.layers_per_page;

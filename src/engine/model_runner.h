@@ -49,8 +49,9 @@ struct RunnerConfig {
   // step to the others (serve_tensor_parallel).
   dist::Comm* comm = nullptr;
   int32_t pp = 1;
-  // KV groups (kv/kv_groups.h; sliding-window freeing): num_blocks counts
-  // pages then, each of layers_per_page layers. Not with comm or a host tier.
+  // KV groups (kv/kv_groups.h; sliding-window freeing): num_blocks and
+  // num_host_blocks count pages then, each of layers_per_page layers. Not
+  // with comm.
   KVGroupLayout kv_groups;
 };
 

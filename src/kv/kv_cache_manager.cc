@@ -31,15 +31,16 @@ void KVCacheManager::enable_kv_groups(int32_t num_groups, int32_t num_full_group
   if (groups_ > 1) pool_.set_release_hook([this](BlockId b) { on_block_released(b); });
 }
 
-BlockId KVCacheManager::allocate_block() {
+BlockId KVCacheManager::allocate_block(bool sliding_pages) {
   const std::optional<BlockId> b = pool_.allocate();  // a free block, never a cached one
   PAGODA_CHECK(b.has_value());
   for (int32_t g = 1; g < groups_; ++g) {
+    if (g >= full_groups_ && !sliding_pages) continue;
     const std::optional<BlockId> p = pool_.allocate();
     PAGODA_CHECK(p.has_value());
     companions_[static_cast<size_t>(b->value) * (groups_ - 1) + g - 1] = *p;
   }
-  if (sliding()) sliding_refs_[b->value] = 1;  // the caller's table entry
+  if (sliding() && sliding_pages) sliding_refs_[b->value] = 1;  // the caller's table entry
   return *b;
 }
 
@@ -344,7 +345,12 @@ bool KVCacheManager::allocate_for_write(SeqId seq, int32_t pos_begin, int32_t po
 
 void KVCacheManager::free(SeqId seq) {
   if (auto sw = swapped_.find(seq); sw != swapped_.end()) {
-    for (BlockId h : sw->second.table) host_pool_.decref(h);
+    if (groups_ > 1) {
+      for (BlockId h : sw->second.host_pages)
+        if (h.value >= 0) host_pool_.decref(h);
+    } else {
+      for (BlockId h : sw->second.table) host_pool_.decref(h);
+    }
     release_state_slot(sw->second.state_slot);
     swapped_.erase(sw);
   }
@@ -540,7 +546,12 @@ Status KVCacheManager::check_invariants() const {
   for (const auto& [id, s] : swapped_) {
     if (seqs_.count(id))
       return internal_error("sequence " + std::to_string(id.value) + " is both swapped and resident");
-    for (BlockId h : s.table) ++host_holders.at(h.value);
+    if (groups_ > 1) {
+      for (BlockId h : s.host_pages)
+        if (h.value >= 0) ++host_holders.at(h.value);
+    } else {
+      for (BlockId h : s.table) ++host_holders.at(h.value);
+    }
   }
   for (int32_t h = 0; h < host_pool_.num_blocks(); ++h)
     if (host_pool_.ref_count(BlockId{h}) != host_holders[h])
@@ -610,7 +621,8 @@ Status KVCacheManager::check_groups(std::vector<int32_t>& holders) const {
 
 bool KVCacheManager::swap_out(SeqId seq, std::vector<BlockCopy>* copies) {
   auto it = seqs_.find(seq);
-  if (it == seqs_.end() || swapped_.count(seq) || groups_ > 1) return false;
+  if (it == seqs_.end() || swapped_.count(seq)) return false;
+  if (groups_ > 1) return swap_out_pages(seq, copies);
   SeqState& dev = it->second;
   if (static_cast<int32_t>(dev.table.size()) > host_pool_.num_free()) return false;
   SeqState host;
@@ -633,6 +645,7 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
   auto it = swapped_.find(seq);
   if (it == swapped_.end() || seqs_.count(seq)) return false;
   SeqState& host = it->second;
+  if (groups_ > 1) return swap_in_pages(seq, copies);
   if (!ensure_free(static_cast<int32_t>(host.table.size()))) return false;
   SeqState dev;
   dev.num_tokens = host.num_tokens;
@@ -645,6 +658,71 @@ bool KVCacheManager::swap_in(SeqId seq, std::vector<BlockCopy>* copies) {
     host_pool_.decref(h);
   }
   swapped_.erase(it);
+  seqs_.emplace(seq, std::move(dev));
+  return true;
+}
+
+bool KVCacheManager::can_swap_in(SeqId seq, int32_t num_total_tokens) const {
+  auto it = swapped_.find(seq);
+  if (it == swapped_.end()) return false;
+  const auto entries = static_cast<int32_t>(it->second.table.size());
+  int32_t need = entries;
+  if (groups_ > 1) {
+    need = 0;
+    for (BlockId h : it->second.host_pages) need += h.value >= 0 ? 1 : 0;
+  }
+  return need + std::max(0, num_blocks_for(num_total_tokens) - entries) * groups_ <= num_available_blocks();
+}
+
+bool KVCacheManager::swap_out_pages(SeqId seq, std::vector<BlockCopy>* copies) {
+  SeqState& dev = seqs_.at(seq);
+  const auto n = static_cast<int32_t>(dev.table.size());
+  // Every page the sequence can still read: full groups' of every entry,
+  // sliding groups' from sliding_from on.
+  int32_t need = 0;
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t g = 0; g < groups_; ++g) need += g < full_groups_ || i >= dev.sliding_from ? 1 : 0;
+  if (need > host_pool_.num_free()) return false;
+  SeqState host;
+  host.num_tokens = dev.num_tokens;
+  host.no_cache = dev.no_cache;
+  host.sliding_from = dev.sliding_from;
+  host.host_pages.assign(static_cast<size_t>(n) * groups_, BlockId{-1});
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t g = 0; g < groups_; ++g) {
+      if (g >= full_groups_ && i < dev.sliding_from) continue;
+      const std::optional<BlockId> h = host_pool_.allocate();
+      PAGODA_CHECK(h.has_value());
+      host.host_pages[static_cast<size_t>(i) * groups_ + g] = *h;
+      copies->push_back({page(dev.table[static_cast<size_t>(i)], g), *h});
+    }
+  for (int32_t i = 0; i < n; ++i) host.table.push_back(host.host_pages[static_cast<size_t>(i) * groups_]);
+  free(seq);
+  swapped_.emplace(seq, std::move(host));
+  return true;
+}
+
+bool KVCacheManager::swap_in_pages(SeqId seq, std::vector<BlockCopy>* copies) {
+  SeqState& host = swapped_.at(seq);
+  const auto n = static_cast<int32_t>(host.table.size());
+  int32_t need = 0;
+  for (BlockId h : host.host_pages) need += h.value >= 0 ? 1 : 0;
+  if (!ensure_free(need)) return false;
+  SeqState dev;
+  dev.num_tokens = host.num_tokens;
+  dev.no_cache = host.no_cache;
+  dev.sliding_from = host.sliding_from;
+  for (int32_t i = 0; i < n; ++i) {
+    const BlockId b = allocate_block(i >= dev.sliding_from);  // sliding pages before the window were not kept
+    for (int32_t g = 0; g < groups_; ++g) {
+      const BlockId h = host.host_pages[static_cast<size_t>(i) * groups_ + g];
+      if (h.value < 0) continue;
+      copies->push_back({h, page(b, g)});
+      host_pool_.decref(h);
+    }
+    dev.table.push_back(b);
+  }
+  swapped_.erase(seq);
   seqs_.emplace(seq, std::move(dev));
   return true;
 }

@@ -69,8 +69,8 @@ class KVCacheManager {
   // sequence drops them, evictable (least recently dropped first, before
   // any tree node), so a later prompt can still hit there; a prefix hit of
   // L tokens needs the sliding pages of every block in [L - window + 1, L)
-  // and is cut back to the longest L that has them. Swapping is refused
-  // (swap_out returns false: the scheduler recomputes instead); no tiers,
+  // and is cut back to the longest L that has them. Swapping moves the pages
+  // a sequence can still read (the host pool counts pages too); no tiers,
   // streaming eviction or state slots with groups. Call before any sequence
   // exists. Counts of blocks below (num_free_blocks, num_available_blocks,
   // num_blocks) are pages then; num_blocks_needed stays in table entries.
@@ -186,11 +186,14 @@ class KVCacheManager {
   bool swap_out(SeqId seq, std::vector<BlockCopy>* copies);
   bool swap_in(SeqId seq, std::vector<BlockCopy>* copies);
   bool is_swapped(SeqId seq) const { return swapped_.count(seq) != 0; }
-  // Host blocks a swapped sequence holds (0 if not swapped).
+  // Table entries a swapped sequence holds on the host (0 if not swapped).
   int32_t num_swapped_blocks(SeqId seq) const {
     auto it = swapped_.find(seq);
     return it == swapped_.end() ? 0 : static_cast<int32_t>(it->second.table.size());
   }
+  // Predicate of swap_in followed by allocate_for_write up to
+  // num_total_tokens from the swapped token count (no shared blocks then).
+  bool can_swap_in(SeqId seq, int32_t num_total_tokens) const;
   int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
   int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
 
@@ -276,6 +279,10 @@ class KVCacheManager {
     bool no_cache = false;          // evicted or compressed: its blocks are offered to the cache no more
     int32_t state_slot = -1;        // with state slots enabled
     int32_t sliding_from = 0;       // KV groups: table[sliding_from..] hold their sliding pages
+    // KV groups, swapped out: the host pages of every entry and group
+    // ([entry][group], -1 for sliding pages before sliding_from); `table`
+    // then holds the group-0 ones.
+    std::vector<BlockId> host_pages;
   };
   // The sequence's entry, created (with a state slot when enabled) if new.
   SeqState& get_or_create(SeqId seq);
@@ -301,8 +308,9 @@ class KVCacheManager {
   // Makes `need` blocks free, evicting cached ones if that suffices.
   bool ensure_free(int32_t need);
   // A new table entry: a block, and with KV groups its other pages (the
-  // caller holds the sliding ones). CHECKs that enough pages are free.
-  BlockId allocate_block();
+  // caller holds the sliding ones; none when !sliding_pages). CHECKs that
+  // enough pages are free.
+  BlockId allocate_block(bool sliding_pages = true);
   // Copy-on-write of table entry `index` when shared; every group's page
   // copy is appended to `cow`.
   void copy_on_write(SeqId seq, int32_t index, std::vector<BlockCopy>* cow);
@@ -314,6 +322,9 @@ class KVCacheManager {
   void free_sliding_pages(BlockId b);
   void evict_oldest_sliding();
   void on_block_released(BlockId b);
+  // swap_out / swap_in with KV groups: page by page.
+  bool swap_out_pages(SeqId seq, std::vector<BlockCopy>* copies);
+  bool swap_in_pages(SeqId seq, std::vector<BlockCopy>* copies);
   // check_invariants' part for KV groups: adds the pages blocks hold to `holders`.
   Status check_groups(std::vector<int32_t>& holders) const;
   // Cuts a prefix plan back to a hit whose window has its sliding pages.

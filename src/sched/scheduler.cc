@@ -173,8 +173,7 @@ int32_t Scheduler::admit(Sequence* seq, int32_t budget, SchedulerOutput& out) {
   if (seq->swapped) {
     const int32_t num_new = cap_new(seq, std::min(seq->num_uncomputed_tokens(), budget));
     const int32_t total = seq->num_cache_tokens() + num_new;
-    const int32_t need = std::max(kv_.num_swapped_blocks(seq->seq_id), kv_.num_blocks_for(total));
-    if (need > kv_.num_available_blocks()) return 0;
+    if (!kv_.can_swap_in(seq->seq_id, total)) return 0;
     std::vector<BlockCopy> copies;
     PAGODA_CHECK(kv_.swap_in(seq->seq_id, &copies));
     out.swap_in.insert(out.swap_in.end(), copies.begin(), copies.end());

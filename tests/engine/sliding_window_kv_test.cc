@@ -32,6 +32,7 @@ struct GreedyResult {
   std::vector<std::vector<int32_t>> tokens;
   int32_t max_pinned_pages = 0;
   int64_t preemptions = 0;
+  int32_t max_swapped = 0;
 };
 
 // Every prompt twice (the second round after the first finished, so it
@@ -52,7 +53,12 @@ GreedyResult run(Engine& e, const std::vector<std::vector<int32_t>>& prompts, in
       if (!id.is_ok()) return r;
       ids.push_back(*id);
     }
-    while (e.has_unfinished()) {
+    for (int64_t steps = 0; e.has_unfinished(); ++steps) {
+      if (steps > 100000) {  // a scheduling livelock fails instead of hanging
+        ADD_FAILURE() << "no progress: " << e.scheduler().num_running() << " running, " << e.scheduler().num_swapped()
+                      << " swapped";
+        return r;
+      }
       for (const auto& o : e.step())
         for (size_t i = 0; i < ids.size(); ++i)
           if (o.id == ids[i]) out[i].insert(out[i].end(), o.new_tokens.begin(), o.new_tokens.end());
@@ -60,6 +66,7 @@ GreedyResult run(Engine& e, const std::vector<std::vector<int32_t>>& prompts, in
       EXPECT_TRUE(st.is_ok()) << st.message();
       if (!st.is_ok()) return r;
       r.max_pinned_pages = std::max(r.max_pinned_pages, e.kv_manager().num_pinned_pages());
+      r.max_swapped = std::max(r.max_swapped, e.scheduler().num_swapped());
     }
     EXPECT_EQ(e.kv_manager().num_seqs(), 0);
     r.tokens.insert(r.tokens.end(), out.begin(), out.end());
@@ -109,6 +116,18 @@ TEST_P(SlidingWindowKv, FreesBlocksPastTheWindowWithTheSameTokens) {
   const int32_t all = kv.num_kv_groups(), full_groups = kv.num_full_kv_groups();
   EXPECT_LE(got.max_pinned_pages, kv.num_blocks());
   EXPECT_LT(got.max_pinned_pages, 17 * all);
+  // Preemption by swapping moves the pages each sequence can still read.
+  cfg.sched.preempt_mode = PreemptMode::kSwap;
+  cfg.swap_space_bytes = 64 * block_bytes;
+  auto swapping = Engine::create(model, cfg);
+  ASSERT_TRUE(swapping.is_ok()) << swapping.status().message();
+  const GreedyResult swapped = run(**swapping, prompts, n);
+  ASSERT_EQ(swapped.tokens.size(), want.tokens.size());
+  for (size_t i = 0; i < swapped.tokens.size(); ++i)
+    EXPECT_EQ(swapped.tokens[i], want.tokens[i]) << GetParam() << " request " << i << " with swapping";
+  EXPECT_GT(swapped.max_swapped, 0) << "the load should swap sequences out";
+  EXPECT_EQ((*swapping)->kv_manager().num_free_host_blocks(), (*swapping)->kv_manager().num_host_blocks());
+
   // Alone, the longest sequence holds the full groups' pages of its 17
   // blocks and the sliding groups' pages of the few its window and one
   // 16-token chunk span.
@@ -122,6 +141,35 @@ TEST_P(SlidingWindowKv, FreesBlocksPastTheWindowWithTheSameTokens) {
       "full tables %d; three at once %d of %d\n",
       GetParam().c_str(), all, full_groups, longest.size() + n, alone.max_pinned_pages, bound, 17 * all,
       got.max_pinned_pages, kv.num_blocks());
+}
+
+// What moves whole blocks or evicts tokens turns freeing off (engine-wide)
+// or is refused with a message (per request), never a crash.
+TEST_P(SlidingWindowKv, StreamingEvictionIsEitherOrFreeing) {
+  PAGODA_SKIP_WITHOUT_SHARED(dir() + "/model.gguf");
+  const std::string model = shared_path(dir() + "/model.gguf");
+  EngineConfig cfg;
+  cfg.num_threads = 1;
+  auto freeing = Engine::create(model, cfg);
+  ASSERT_TRUE(freeing.is_ok()) << freeing.status().message();
+  ASSERT_GT((*freeing)->kv_manager().num_kv_groups(), 1);
+  RequestSpec spec;
+  spec.prompt = {1, 2, 3, 4};
+  spec.max_tokens = 4;
+  spec.kv_policy = KvPolicyRequest{KvPolicyKind::kStreaming, 0, 16, std::nullopt};
+  auto id = (*freeing)->add_request(spec);
+  ASSERT_FALSE(id.is_ok());
+  EXPECT_NE(id.status().message().find("--swa-full"), std::string::npos) << id.status().message();
+  cfg.sched.kv_policy.kind = KvPolicyKind::kStreaming;
+  cfg.sched.kv_policy.window = 16;
+  auto streaming = Engine::create(model, cfg);
+  ASSERT_TRUE(streaming.is_ok()) << streaming.status().message();
+  EXPECT_EQ((*streaming)->kv_manager().num_kv_groups(), 1);
+  spec.kv_policy.reset();
+  spec.max_tokens = 40;
+  ASSERT_TRUE((*streaming)->add_request(spec).is_ok());
+  while ((*streaming)->has_unfinished()) (*streaming)->step();
+  EXPECT_TRUE((*streaming)->kv_manager().check_invariants().is_ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, SlidingWindowKv, ::testing::Values("gemma3", "gpt-oss"),

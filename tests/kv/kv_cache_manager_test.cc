@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace pagoda {
@@ -396,16 +397,20 @@ TEST(KVCacheManager, RandomTracesKeepInvariantsAndIsolation) {
 // pages for blocks before that window.
 TEST(KVCacheManager, KvGroupsFreeSlidingPagesThroughRandomTraces) {
   int64_t num_hits = 0, num_cut_hits = 0, num_copies = 0, num_forks = 0, num_rollbacks = 0, num_kept = 0;
+  int64_t num_swaps = 0;
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937 rng(seed);
     auto pick = [&](int64_t n) { return static_cast<int32_t>(rng() % static_cast<uint64_t>(n)); };
     const int32_t groups = 2 + pick(3), full = 1 + pick(groups - 1);
     const int32_t bs = 1 + pick(4), window = 1 + pick(12), num_pages = groups * (3 + pick(12));
-    KVCacheManager m(num_pages, bs);
+    const int32_t num_host_pages = seed % 3 == 0 ? 0 : num_pages;
+    KVCacheManager m(num_pages, bs, num_host_pages);
     m.enable_prefix_cache(seed % 4 != 0);
     m.enable_kv_groups(groups, full, window);
     std::vector<uint64_t> memory(static_cast<size_t>(num_pages) * bs, 0);
+    std::vector<uint64_t> host(static_cast<size_t>(num_host_pages) * bs, 0);
+    std::set<int64_t> swapped;
     struct Seq {
       std::vector<int32_t> tokens;
       int32_t computed = 0;
@@ -456,8 +461,30 @@ TEST(KVCacheManager, KvGroupsFreeSlidingPagesThroughRandomTraces) {
     for (int op_i = 0; op_i < 300; ++op_i) {
       const SeqId id{pick(6)};
       const bool exists = seqs.count(id.value) != 0;
-      const int op = pick(7);
-      if (!exists && op < 3) {  // admit: a base prompt's prefix plus a random tail
+      const int op = pick(8);
+      if (swapped.count(id.value)) {  // swapped out: back in, or dropped
+        if (op < 4) {
+          if (!m.can_swap_in(id, seqs[id.value].computed)) continue;
+          std::vector<BlockCopy> copies;
+          ASSERT_TRUE(m.swap_in(id, &copies));
+          for (const BlockCopy& c : copies)
+            for (int32_t o = 0; o < bs; ++o)
+              memory[static_cast<size_t>(c.dst.value) * bs + o] = host[static_cast<size_t>(c.src.value) * bs + o];
+          swapped.erase(id.value);
+        } else if (op == 4) {
+          m.free(id);
+          seqs.erase(id.value);
+          swapped.erase(id.value);
+        }
+      } else if (exists && op == 7) {  // preemption by swapping
+        std::vector<BlockCopy> copies;
+        if (!m.swap_out(id, &copies)) continue;
+        for (const BlockCopy& c : copies)
+          for (int32_t o = 0; o < bs; ++o)
+            host[static_cast<size_t>(c.dst.value) * bs + o] = memory[static_cast<size_t>(c.src.value) * bs + o];
+        swapped.insert(id.value);
+        ++num_swaps;
+      } else if (!exists && op < 3) {  // admit: a base prompt's prefix plus a random tail
         std::vector<int32_t> prompt(bases[pick(2)]);
         prompt.resize(static_cast<size_t>(1 + pick(static_cast<int64_t>(prompt.size()))));
         for (int32_t i = pick(6); i > 0; --i) prompt.push_back(pick(3));
@@ -504,6 +531,7 @@ TEST(KVCacheManager, KvGroupsFreeSlidingPagesThroughRandomTraces) {
       const Status st = m.check_invariants();
       ASSERT_TRUE(st.is_ok()) << "op " << op_i << ": " << st.message();
       for (const auto& [sid, q] : seqs) {
+        if (swapped.count(sid)) continue;
         const std::vector<BlockId>& table = m.block_table(SeqId{sid});
         const int32_t first_seen = std::max(0, q.computed - window + 1);
         for (int32_t p = 0; p < q.computed; ++p)
@@ -518,6 +546,7 @@ TEST(KVCacheManager, KvGroupsFreeSlidingPagesThroughRandomTraces) {
     }
     // Sliding pages outlive their window only where the cache keeps them.
     for (const auto& [sid, q] : seqs) {
+      if (swapped.count(sid)) continue;
       const std::vector<BlockId>& table = m.block_table(SeqId{sid});
       for (int32_t b = 0; b < std::max(0, q.computed - window + 1) / bs; ++b)
         num_kept += m.page(table[static_cast<size_t>(b)], full).value >= 0;
@@ -526,15 +555,18 @@ TEST(KVCacheManager, KvGroupsFreeSlidingPagesThroughRandomTraces) {
     m.enable_prefix_cache(false);
     expect_ok(m);
     EXPECT_EQ(m.num_free_blocks(), num_pages) << "pages leaked";
+    EXPECT_EQ(m.num_free_host_blocks(), num_host_pages) << "host pages leaked";
   }
+  EXPECT_GT(num_swaps, 30);
   EXPECT_GT(num_hits, 50);
   EXPECT_GT(num_copies, 50);
   EXPECT_GT(num_forks, 20);
   EXPECT_GT(num_rollbacks, 50);
-  std::printf("hits %lld (cut by the window %lld), page copies %lld, forks %lld, rollbacks %lld, kept %lld\n",
-              static_cast<long long>(num_hits), static_cast<long long>(num_cut_hits),
-              static_cast<long long>(num_copies), static_cast<long long>(num_forks),
-              static_cast<long long>(num_rollbacks), static_cast<long long>(num_kept));
+  std::printf(
+      "swaps %lld; hits %lld (cut by the window %lld), page copies %lld, forks %lld, rollbacks %lld, kept %lld\n",
+      static_cast<long long>(num_swaps), static_cast<long long>(num_hits), static_cast<long long>(num_cut_hits),
+      static_cast<long long>(num_copies), static_cast<long long>(num_forks), static_cast<long long>(num_rollbacks),
+      static_cast<long long>(num_kept));
 }
 
 // One long sequence without a prefix cache: its pages stay at the full
