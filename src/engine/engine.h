@@ -27,6 +27,7 @@
 #include "spec/lookahead.h"
 #include "spec/medusa.h"
 #include "spec/proposer.h"
+#include "spec/spec_gate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda {
@@ -245,6 +246,7 @@ class Engine : private DecodingHost {
   bool tree_gains_ = false;                // the proposer drafts trees: plan with node_gains_
   TreeNodeGains node_gains_;
   GainCalibration gain_calibration_;                 // accepted vs planned drafts, engine-wide
+  SpecGate spec_gate_;                               // measured tokens/s with and without drafts, per batch size
   std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;

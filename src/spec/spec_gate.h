@@ -1,0 +1,44 @@
+// A measured check on adaptive speculation: per batch size (decoding
+// sequences, in powers of two), the tokens per second that pure-decode steps
+// achieved with drafts and without, and a gate that turns speculation off
+// for a batch size where it measured slower — whatever the cost model and
+// the acceptance estimates predicted. The planner's model is right on
+// average and wrong where what a step costs is not what the start-up
+// profile measured (many one-token sequences at many contexts): the gate
+// keeps "auto" from ever staying slower than no speculation. It samples both
+// arms: early on one step in four runs without drafts until each arm has
+// kMinSamples; later one step in kProbeEvery runs the losing arm, so a
+// change (longer contexts, other text) is noticed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace pagoda {
+
+class SpecGate {
+ public:
+  static constexpr int32_t kMinSamples = 8;
+  static constexpr int32_t kProbeEvery = 32;
+  static constexpr double kMargin = 0.01;  // speculation must not be over 1% slower
+
+  // Whether the next pure-decode step of num_seqs sequences may carry drafts.
+  bool allow(int32_t num_seqs);
+  // A finished pure-decode step: num_seqs sequences, with drafts or not,
+  // num_generated tokens in `seconds`.
+  void record(int32_t num_seqs, bool drafted, int64_t num_generated, double seconds);
+  // The measured tokens per second of a batch size's arm (0: no sample yet).
+  double rate(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].rate[drafted ? 1 : 0]; }
+  int32_t samples(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].samples[drafted ? 1 : 0]; }
+
+ private:
+  struct Bucket {
+    double rate[2] = {0, 0};  // EWMA of tokens per second: [plain, drafted]
+    int32_t samples[2] = {0, 0};
+    int64_t steps = 0;
+  };
+  static int32_t bucket(int32_t num_seqs);
+  std::array<Bucket, 12> buckets_;
+};
+
+}  // namespace pagoda
