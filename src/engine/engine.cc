@@ -538,6 +538,18 @@ void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
   }
 }
 
+namespace {
+
+// Every scheduled sequence decodes one token (plus its drafts): the steps
+// SpecGate compares.
+bool decode_only(const SchedulerOutput& out) {
+  return std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& s) {
+    return s.num_new_tokens - s.num_draft_tokens == 1 && s.num_logits > 0;
+  });
+}
+
+}  // namespace
+
 void Engine::plan_drafts(const SchedulerOutput& out) {
   if (!spec_auto_ || step_cost_.empty()) return;
   // The next step is forecast as this one without its drafts: the same
@@ -564,10 +576,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   if (choices.empty()) return;
   // A pure-decode step next (every scheduled sequence decoding): the gate
   // may hold the drafts back where they measured slower.
-  const bool decode_only = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& s) {
-    return s.num_new_tokens - s.num_draft_tokens == 1 && s.num_logits > 0;
-  });
-  if (decode_only && !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()))) {
+  if (decode_only(out) && !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()))) {
     for (Choice* c : choices) {
       c->seq.resize_drafts(0);
       c->spec_planned_gain = 0;
@@ -680,13 +689,10 @@ std::vector<RequestOutput> Engine::step() {
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
   const double seconds = now() - t_start;
   stats_.record_step(out, num_generated, seconds, kv_waste);
-  if (spec_auto_) {
-    bool decode_only = true, drafted = false;
-    for (const ScheduledSeq& s : out.scheduled) {
-      decode_only = decode_only && s.num_new_tokens - s.num_draft_tokens == 1 && s.num_logits > 0;
-      drafted = drafted || s.num_draft_tokens > 0;
-    }
-    if (decode_only) spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_generated, seconds);
+  if (spec_auto_ && decode_only(out)) {
+    const bool drafted = std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                     [](const ScheduledSeq& s) { return s.num_draft_tokens > 0; });
+    spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_generated, seconds);
   }
   if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
   update(outputs);  // 4. update: drop finished requests
