@@ -35,6 +35,14 @@ class ThreadPool {
   template <class Fn>
   void parallel_for(int64_t n, int64_t align, const Fn& fn);
 
+  // Splits [0, n) into chunks of `chunk` (the last one shorter) that the
+  // threads claim in order from a shared counter: fn(begin, end) per chunk.
+  // A thread that runs slower (a busy sibling vCPU, a costlier range) takes
+  // fewer chunks instead of holding the others at the join. One chunk runs on
+  // the calling thread without waking the workers. Allocates nothing.
+  template <class Fn>
+  void parallel_chunks(int64_t n, int64_t chunk, const Fn& fn);
+
  private:
   void worker_loop(int index);
 
@@ -69,6 +77,29 @@ void ThreadPool::parallel_for(int64_t n, int64_t align, const Fn& fn) {
     const int64_t b = std::min<int64_t>(job.n, ti * job.chunk);
     const int64_t e = std::min<int64_t>(job.n, b + job.chunk);
     if (b < e) (*job.fn)(b, e);
+  });
+}
+
+template <class Fn>
+void ThreadPool::parallel_chunks(int64_t n, int64_t chunk, const Fn& fn) {
+  if (n <= 0) return;
+  if (chunk < 1) chunk = 1;
+  if (chunk >= n || num_threads_ == 1) {
+    for (int64_t b = 0; b < n; b += chunk) fn(b, std::min(n, b + chunk));
+    return;
+  }
+  struct Job {
+    const Fn* fn;
+    int64_t n, chunk;
+    std::atomic<int64_t> next{0};
+  };
+  Job job{&fn, n, chunk};
+  run([&job](int, int) {
+    for (;;) {
+      const int64_t b = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
+      if (b >= job.n) return;
+      (*job.fn)(b, std::min(job.n, b + job.chunk));
+    }
   });
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "spec/datastore.h"
+#include "spec/head_projection.h"
 #include "spec/layer_skip.h"
 #include "spec/lookahead.h"
 #include "spec/ngram_proposer.h"
@@ -291,11 +292,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   PAGODA_ASSIGN_OR_RETURN(e->runner_, ModelRunner::create(std::move(model), rc));  // repacks: last
   if (medusa) {
     e->tree_fill_depth_ = medusa->num_heads;
-    // The heads end in the target's own output matrix, on its thread pool.
+    // The heads end in the target's own output matrix (a Q8_0 copy of a
+    // wider one: spec/head_projection.h), on its thread pool.
     ModelRunner* runner = e->runner_.get();
+    auto projection = std::make_shared<const HeadProjection>(runner->model().output_weight(), runner->pool());
     e->proposer_ = std::make_unique<MedusaProposer>(
-        std::move(*medusa), mc.vocab_size, [runner](const float* hidden, int32_t rows, float* logits) {
-          runner->model().project_output(hidden, rows, logits, runner->pool());
+        std::move(*medusa), mc.vocab_size, [runner, projection](const float* hidden, int32_t rows, float* logits) {
+          projection->project(hidden, rows, logits, runner->pool());
         });
   }
   if (e->draft_) {

@@ -125,6 +125,23 @@ struct Bound {
   cpu::MatmulArgs args;
 };
 
+// Rows per work chunk the threads claim (ThreadPool::parallel_chunks): up
+// to kChunksPerThread chunks per thread so a thread slowed by its vCPU's
+// neighbours hands work to the others instead of holding the join, but
+// none under kMinChunkMacs multiply-adds (each claim moves a cache line
+// between cores: a tiny model's decode matmuls stay one chunk per thread);
+// each a whole number of the kernel's tiles (no single-group tails).
+constexpr int64_t kChunksPerThread = 12;
+constexpr int64_t kMinChunkMacs = 1 << 20;
+int64_t chunk_rows(const IsaKernels& k, int kind, int64_t rows, int64_t n_in, int64_t n_tokens, int threads) {
+  const int8_t* tg = k.packed_tile_groups[kind];
+  const int64_t tile = std::max<int64_t>(1, n_tokens > 1 ? tg[0] : tg[1]) * kPackRows;
+  const int64_t chunks =
+      std::clamp<int64_t>(rows * n_in * n_tokens / kMinChunkMacs, threads, threads * kChunksPerThread);
+  const int64_t want = (rows + chunks - 1) / chunks;
+  return std::max<int64_t>(1, (want + tile - 1) / tile) * tile;
+}
+
 Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
   Bound b;
   b.args.w = static_cast<const uint8_t*>(w.data);
@@ -183,8 +200,9 @@ void matmul(const WeightView& w, const float* x, int64_t x_stride, int64_t n_tok
     b.fn(b.args, 0, w.n_out);
     return;
   }
-  // Whole groups of 16 rows per thread; only the last range ends inside one.
-  pool.parallel_for(w.n_out, kPackRows, [&b](int64_t r0, int64_t r1) { b.fn(b.args, r0, r1); });
+  // Whole groups of 16 rows per chunk; only the last chunk ends inside one.
+  pool.parallel_chunks(w.n_out, chunk_rows(k, kind, w.n_out, w.n_in, n_tokens, pool.num_threads()),
+                       [&b](int64_t r0, int64_t r1) { b.fn(b.args, r0, r1); });
 }
 
 void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, int64_t x_stride, int64_t n_tokens,
@@ -229,7 +247,8 @@ void matmul_fused(const WeightView* const* ws, int n_weights, const float* x, in
     rows(0, begin[n_weights]);
     return;
   }
-  pool.parallel_for(begin[n_weights], kPackRows, rows);
+  pool.parallel_chunks(begin[n_weights],
+                       chunk_rows(k, kind, begin[n_weights], ws[0]->n_in, n_tokens, pool.num_threads()), rows);
 }
 
 }  // namespace pagoda::kernels

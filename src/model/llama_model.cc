@@ -25,6 +25,8 @@ std::string dims_str(const std::vector<int64_t>& d) {
 
 // Attention of a step under this many multiply-adds runs on one thread.
 constexpr int64_t kMinParallelAttentionMacs = 128 * 1024;
+// Query tokens per attention work item (LlamaModel::attention_layer).
+constexpr int32_t kAttentionPiece = 64;
 
 // fn(t0, t1) over token ranges, split across the pool for prefill-sized
 // batches of a wide enough model (the per-token ops, `width` floats each,
@@ -379,34 +381,49 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Cache positions (the causal mask) are the RoPE positions unless tokens were evicted.
   const std::vector<int32_t>& q_pos = batch.cache_positions.empty() ? batch.positions : batch.cache_positions;
-  // One work item per (sequence, kv head): GQA groups stay on one thread.
+  // Work items: (sequence, kv head, run of at most kAttentionPiece query
+  // tokens) — GQA groups stay together; a long prefill is cut so the threads
+  // share it whatever the number of kv heads. Costliest first (the last
+  // queries see the most keys), claimed by the threads as they free up.
   // A small step (a tiny model's decode) stays on the calling thread: the
   // pool's wake-up would cost more than the attention.
-  const int64_t num_items = static_cast<int64_t>(batch.seqs.size()) * c.num_kv_heads;
+  std::vector<AttentionItem>& items = ws_.attn_items;
+  items.clear();
   int64_t macs = 0;
-  for (const SeqSlice& s : batch.seqs) macs += int64_t{2} * s.num_tokens * s.kv_len * c.q_dim();
-  auto attend = [&](int ti, int nt) {
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const SeqSlice& s = batch.seqs[si];
+    macs += int64_t{2} * s.num_tokens * s.kv_len * c.q_dim();
+    for (int32_t t0 = 0; t0 < s.num_tokens; t0 += kAttentionPiece) {
+      const int32_t t1 = std::min(s.num_tokens, t0 + kAttentionPiece);
+      const int64_t cost = int64_t{t1 - t0} * (s.kv_len - s.num_tokens + t1);
+      for (int32_t h = 0; h < c.num_kv_heads; ++h) items.push_back({cost, static_cast<int32_t>(si), h, t0, t1});
+    }
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
+  auto attend = [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scratch;
-    for (int64_t item = ti; item < num_items; item += nt) {
-      const size_t si = static_cast<size_t>(item / c.num_kv_heads);
-      const SeqSlice& s = batch.seqs[si];
-      const int32_t head = static_cast<int32_t>(item % c.num_kv_heads);
-      const size_t need =
-          kernels::paged_attention_scratch_floats(s.num_tokens, c.num_heads, c.head_dim, kv.block_size());
+    for (int64_t i = i0; i < i1; ++i) {
+      const AttentionItem& it = items[static_cast<size_t>(i)];
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(it.seq)];
+      const int64_t tb = s.token_begin + it.t0;
+      const int32_t nq = it.t1 - it.t0;
+      const size_t need = kernels::paged_attention_scratch_floats(nq, c.num_heads, c.head_dim, kv.block_size());
       if (scratch.size() < need) scratch.resize(need);
-      kernels::paged_attention(view, table_of(si), s.kv_len, &ws_.q[s.token_begin * int64_t{c.q_dim()}], c.q_dim(),
-                               &q_pos[s.token_begin], s.num_tokens, c.num_heads, scale,
-                               &ws_.attn[s.token_begin * int64_t{c.q_dim()}], c.q_dim(), head, head + 1, scratch.data(),
+      kernels::paged_attention(view, table_of(static_cast<size_t>(it.seq)), s.kv_len, &ws_.q[tb * c.q_dim()], c.q_dim(),
+                               &q_pos[tb], nq, c.num_heads, scale, &ws_.attn[tb * c.q_dim()], c.q_dim(), it.head,
+                               it.head + 1, scratch.data(),
                                {.window = sliding ? c.sliding_window : 0,
                                 .sinks = l.sinks,
                                 .tree_begin = s.tree_begin,
-                                .tree_mask = s.tree_begin > 0 ? &batch.tree_masks[s.token_begin] : nullptr});
+                                .tree_mask = s.tree_begin > 0 ? &batch.tree_masks[tb] : nullptr});
     }
   };
+  const auto num_items = static_cast<int64_t>(items.size());
   if (macs < kMinParallelAttentionMacs) {
-    attend(0, 1);
+    attend(0, num_items);
   } else {
-    pool.run(attend);
+    pool.parallel_chunks(num_items, 1, attend);
   }
   if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
                   [](const SeqSlice& s) { return s.compress_to > 0 || s.accumulate_scores; })) {

@@ -54,8 +54,10 @@ class LlamaModel {
   // After forward(): the final-normed hidden state logits row r was computed
   // from ([hidden_size]; valid until the next forward).
   const float* output_hidden(int64_t r) const { return &ws_.h[static_cast<size_t>(r) * config_.hidden_size]; }
-  // The output matrix on `rows` hidden rows (Medusa heads' logits).
+  // The output matrix on `rows` hidden rows (tools: the exact projection).
   void project_output(const float* hidden, int64_t rows, float* logits, ThreadPool& pool) const;
+  // The output matrix (tied to the token embedding when the file says so).
+  const kernels::WeightView& output_weight() const { return output_; }
 
   // Re-rotates every key of each listed block, all layers, by its delta
   // positions with the layer's RoPE (angles only: YaRN's magnitude scale was
@@ -164,8 +166,15 @@ class LlamaModel {
       kernels::WeightView receptance, key, value, output, cm_key, cm_value;  // hidden x hidden, FFN
     } rwkv;
   };
+  // One attention work item: a sequence's kv head over query tokens
+  // [t0, t1) of its slice; cost estimates the multiply-adds (ordering only).
+  struct AttentionItem {
+    int64_t cost;
+    int32_t seq, head, t0, t1;
+  };
   struct Workspace {
     int64_t capacity = 0;
+    std::vector<AttentionItem> attn_items;
     std::vector<float> x, h, q, k, v, attn, gate, up, scratch;
     std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;    // MoE
     std::vector<std::vector<std::pair<int64_t, float>>> moe_routed;  // per expert: (token, weight)

@@ -136,6 +136,55 @@ TEST(ThreadPool, AlignedParallelForKeepsBoundariesOnMultiples) {
   }
 }
 
+TEST(ThreadPool, ParallelChunksPartitionsIntoChunksOfTheGivenSize) {
+  for (int num_threads : {1, 2, 3, 8}) {
+    ThreadPool pool(num_threads);
+    for (int64_t chunk : {1, 3, 16, 100}) {
+      for (int64_t n : {0, 1, 2, 15, 16, 17, 99, 100, 101, 1000, 1001}) {
+        SCOPED_TRACE(::testing::Message() << "threads " << num_threads << " chunk " << chunk << " n " << n);
+        const Chunks chunks = collect_chunks([&](auto fn) { pool.parallel_chunks(n, chunk, fn); });
+        expect_partition(chunks, n);
+        EXPECT_EQ(static_cast<int64_t>(chunks.size()), (n + chunk - 1) / chunk);
+        for (const auto& [b, e] : chunks) {
+          EXPECT_EQ(b % chunk, 0);
+          if (e != n) {
+            EXPECT_EQ(e - b, chunk);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A thread that is slow on its chunks ends up with fewer of them: the others
+// keep claiming while it works (a static split would give it half).
+TEST(ThreadPool, ParallelChunksLetsFastThreadsTakeMoreChunks) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::vector<std::pair<std::thread::id, int64_t>> claims;
+  const auto caller = std::this_thread::get_id();
+  pool.parallel_chunks(40, 1, [&](int64_t b, int64_t) {
+    const auto self = std::this_thread::get_id();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      claims.emplace_back(self, b);
+    }
+    if (self != caller) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  ASSERT_EQ(claims.size(), 40u);
+  const auto by_caller = std::count_if(claims.begin(), claims.end(), [&](const auto& c) { return c.first == caller; });
+  EXPECT_GT(by_caller, 30) << "the sleeping worker took " << 40 - by_caller << " of 40 chunks";
+}
+
+TEST(ThreadPool, ParallelChunksTouchesEveryItemExactlyOnce) {
+  ThreadPool pool(3);
+  std::vector<int> hits(10007, 0);  // plain ints: overlapping chunks would race
+  pool.parallel_chunks(static_cast<int64_t>(hits.size()), 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i] += 1;
+  });
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "item " << i;
+}
+
 TEST(ThreadPool, SingleChunkRunsOnTheCallingThread) {
   ThreadPool pool(4);
   std::thread::id where;

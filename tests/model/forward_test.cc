@@ -260,6 +260,27 @@ TEST_P(ForwardTest, MixedPrefillAndDecodeMatchFloat64Reference) {
   EXPECT_LT(worst, 2e-4) << "worst relative logit error " << worst;
 }
 
+// Prefills longer than one attention work item (64 query tokens) are cut
+// into pieces the threads claim out of order: every position's logits must
+// still match the reference (a piece that saw the wrong keys, or wrote
+// another piece's rows, would not).
+TEST_P(ForwardTest, LongPrefillsCutIntoAttentionPiecesMatchFloat64Reference) {
+  const uint32_t seed = 777;
+  RandomModel m(GetParam(), seed);
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> seqs(2);
+  const int lens[] = {150, 131};
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().vocab_size);
+  PagedRunner runner(m, /*block_size=*/8, /*num_threads=*/3);
+  std::map<int, std::vector<std::vector<float>>> out;
+  runner.step({{0, 149}, {1, 65}}, seqs, out);
+  runner.step({{1, 66}, {0, 1}}, seqs, out);
+  const double worst = worst_vs_reference(m, seqs, out);
+  RecordProperty("max_rel_error", std::to_string(worst));
+  EXPECT_LT(worst, 2e-4) << "worst relative logit error " << worst;
+}
+
 // An f16 KV cache rounds K and V to 11 significant bits: logits stay within
 // a few 1e-4 of the float64 reference (f32 cache: < 1e-6).
 TEST_P(ForwardTest, F16KVCacheStaysCloseToFloat64Reference) {

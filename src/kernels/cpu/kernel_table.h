@@ -130,6 +130,10 @@ struct IsaKernels {
   // integer reference), used by every ISA for weights without a packed copy.
   RowsFn rows[kNumWKinds] = {};
   RowsFn packed[kNumWKinds] = {};  // kernels over the layouts of cpu/pack.h
+  // Groups of 16 rows the packed kernel computes side by side: [0] for
+  // prefill (n_tokens > 1), [1] for decode. A row range that is a multiple
+  // of both runs without single-group tails (the matmul's work chunks).
+  int8_t packed_tile_groups[kNumWKinds][2] = {};
   AttentionFn attention = nullptr;
   // Layer ops (kernels/ops.h has the contracts) and the activation
   // quantizers: one row of n floats (n a multiple of the block) to Q8_32 /

@@ -58,25 +58,24 @@ struct KBF16D {
 }  // namespace
 
 void register_packed_avx512(IsaKernels& k) {
-  auto set = [&](WKind kind, RowsFn fn) { k.packed[static_cast<int>(kind)] = fn; };
-  set(WKind::kQ4_0, packed_rows<KQ4_0, 3, 3, 4>);
-  set(WKind::kQ8_0, packed_rows<KQ8_0, 2, 6, 4>);
-  set(WKind::kQ8_0R, packed_rows<KQ8_0R, 4, 6, 8>);
-  set(WKind::kQ4_1, packed_rows<KQ4_1, 2, 4, 4>);
-  set(WKind::kQ5_0, packed_rows<KQ5_0, 2, 4, 4>);
-  set(WKind::kQ5_1, packed_rows<KQ5_1, 2, 4, 4>);
-  set(WKind::kQ4_K, packed_rows<KQ4_K, 2, 4, 4>);
-  set(WKind::kQ5_K, packed_rows<KQ5_K, 2, 4, 4>);
-  set(WKind::kQ6_K, packed_rows<KQ6_K, 2, 4, 4>);
-  set(WKind::kQ2_K, packed_rows<KQ2_K, 2, 4, 4>);
-  set(WKind::kQ3_K, packed_rows<KQ3_K, 2, 4, 4>);
-  set(WKind::kIQ4_NL, packed_rows<KIQ4_NL, 2, 4, 4>);
-  set(WKind::kIQ4_XS, packed_rows<KIQ4_XS, 2, 4, 4>);
-  set(WKind::kF32, packed_rows<KF32, 3, 8, 8>);
-  set(WKind::kF16, packed_rows<KF16, 3, 8, 8>);
-  set(WKind::kBF16, packed_rows<KBF16, 3, 8, 8>);
-  set(WKind::kF16D, packed_rows<KBF16D, 3, 8, 8>);
-  set(WKind::kBF16D, packed_rows<KBF16D, 3, 8, 8>);
+  set_packed<KQ4_0, 3, 3, 4>(k, WKind::kQ4_0);
+  set_packed<KQ8_0, 2, 6, 4>(k, WKind::kQ8_0);
+  set_packed<KQ8_0R, 4, 6, 8>(k, WKind::kQ8_0R);
+  set_packed<KQ4_1, 2, 4, 4>(k, WKind::kQ4_1);
+  set_packed<KQ5_0, 2, 4, 4>(k, WKind::kQ5_0);
+  set_packed<KQ5_1, 2, 4, 4>(k, WKind::kQ5_1);
+  set_packed<KQ4_K, 2, 4, 4>(k, WKind::kQ4_K);
+  set_packed<KQ5_K, 2, 4, 4>(k, WKind::kQ5_K);
+  set_packed<KQ6_K, 2, 4, 4>(k, WKind::kQ6_K);
+  set_packed<KQ2_K, 2, 4, 4>(k, WKind::kQ2_K);
+  set_packed<KQ3_K, 2, 4, 4>(k, WKind::kQ3_K);
+  set_packed<KIQ4_NL, 2, 4, 4>(k, WKind::kIQ4_NL);
+  set_packed<KIQ4_XS, 2, 4, 4>(k, WKind::kIQ4_XS);
+  set_packed<KF32, 3, 8, 8>(k, WKind::kF32);
+  set_packed<KF16, 3, 8, 8>(k, WKind::kF16);
+  set_packed<KBF16, 3, 8, 8>(k, WKind::kBF16);
+  set_packed<KBF16D, 3, 8, 8>(k, WKind::kF16D);
+  set_packed<KBF16D, 3, 8, 8>(k, WKind::kBF16D);
 }
 
 }  // namespace pagoda::kernels::cpu

@@ -577,6 +577,14 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+// Registers packed_rows<K, RG, T, RGd> for `kind` with its tile shape.
+template <template <int, int> class K, int RG, int T, int RGd>
+void set_packed(IsaKernels& k, WKind kind) {
+  k.packed[static_cast<int>(kind)] = packed_rows<K, RG, T, RGd>;
+  k.packed_tile_groups[static_cast<int>(kind)][0] = RG;
+  k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+}
+
 template <int RG, int T>
 struct KQ4_0 {
   static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); }
