@@ -600,18 +600,24 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   const std::vector<int32_t> k =
       plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
                          tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale());
+  // Could drafts that are always accepted pay at all (a chain of them in
+  // place of each sequence never verified and planned away)? Only then is
+  // such a sequence probed.
+  std::vector<int32_t> ideal;
+  bool untried = false;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const AcceptanceCounts& a = choices[i]->spec_acceptance;
+    untried = untried || (k[i] == 0 && a.num_accepted + a.num_rejected == 0);
+  }
+  if (untried) {
+    std::vector<DraftCandidate> best = candidates;
+    for (DraftCandidate& c : best) c = {1.0, c.max_drafts, {}};
+    ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
+                               tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 1.0);
+  }
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
-    int32_t keep = k[i];
-    // A sequence planned away for ~30 steps (its counts faded below 20%) is
-    // probed with two drafts: the engine-wide prior may be stale (one bad
-    // start at batch 1 is all it knows), and text changes (a free
-    // continuation that settles into a pattern the proposer predicts well).
-    // Two drafts once in 30 steps cost a step under 2% even when rejected.
-    constexpr double kProbeBelow = 0.2;
-    constexpr int32_t kProbeDrafts = 2;
-    if (keep == 0 && a.num_accepted + a.num_rejected < kProbeBelow && a.num_accepted + a.num_rejected > 0)
-      keep = std::min(kProbeDrafts, candidates[i].max_drafts);
+    const int32_t keep = a.probed(k[i], candidates[i].max_drafts, !ideal.empty() && ideal[i] > 0);
     choices[i]->seq.resize_drafts(static_cast<size_t>(keep));
     choices[i]->spec_planned_gain = planned_gain(candidates[i], keep);
     if (keep == 0) a.fade();

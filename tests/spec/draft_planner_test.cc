@@ -80,6 +80,24 @@ TEST(AcceptanceCounts, RecordsAndFades) {
   EXPECT_GT(optimistic_acceptance(failing.num_accepted, failing.num_rejected, 0.5), before + 0.2);
 }
 
+TEST(AcceptanceCounts, ProbesNeverVerifiedAndLongPlannedAwaySequences) {
+  AcceptanceCounts fresh;
+  EXPECT_EQ(fresh.probed(0, 8, true), 2) << "a sequence never verified is tried once when drafts could pay";
+  EXPECT_EQ(fresh.probed(0, 1, true), 1);
+  EXPECT_EQ(fresh.probed(0, 8, false), 0) << "not where even perfect drafts cost more than they bring";
+  EXPECT_EQ(fresh.probed(5, 8, false), 5) << "a planned length is kept";
+  AcceptanceCounts failing{0, 1};  // one rejection, then planned away
+  EXPECT_EQ(failing.probed(0, 8, true), 0) << "a recent rejection: not probed";
+  int steps = 0;
+  while (failing.probed(0, 8, false) == 0 && steps < 1000) {
+    failing.fade();
+    ++steps;
+  }
+  EXPECT_EQ(failing.probed(0, 8, false), 2);
+  EXPECT_GT(steps, 20);
+  EXPECT_LT(steps, 40);
+}
+
 TEST(OptimisticAcceptance, TriesTheUnknownAndConvergesOnTheKnown) {
   EXPECT_GT(optimistic_acceptance(0, 0, 0.5), 0.75);  // no data: tried
   EXPECT_LT(optimistic_acceptance(0, 4, 0.5), 0.35);  // four straight rejections: not any more
