@@ -314,6 +314,34 @@ void LlamaModel::ensure_workspace(int64_t n) {
   ws_.up.resize(n * c.ffn_size);
 }
 
+void LlamaModel::plan_attention_items(const ForwardBatch& batch) {
+  const auto& c = config_;
+  // Work items: (sequence, kv head, run of at most kAttentionPiece query
+  // tokens) — GQA groups stay together; a long prefill is cut so the threads
+  // share it whatever the number of kv heads. Costliest first (the last
+  // queries see the most keys), claimed by the threads as they free up.
+  // A small step (a tiny model's decode) stays on the calling thread: the
+  // pool's wake-up would cost more than the attention.
+  std::vector<AttentionItem>& items = ws_.attn_items;
+  items.clear();
+  int64_t macs = 0;
+  bool cut = false;
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const SeqSlice& s = batch.seqs[si];
+    macs += int64_t{2} * s.num_tokens * s.kv_len * c.q_dim();
+    cut = cut || s.num_tokens > kAttentionPiece;
+    for (int32_t t0 = 0; t0 < s.num_tokens; t0 += kAttentionPiece) {
+      const int32_t t1 = std::min(s.num_tokens, t0 + kAttentionPiece);
+      const int64_t cost = int64_t{t1 - t0} * (s.kv_len - s.num_tokens + t1);
+      for (int32_t h = 0; h < c.num_kv_heads; ++h) items.push_back({cost, static_cast<int32_t>(si), h, t0, t1});
+    }
+  }
+  ws_.attn_inline = macs < kMinParallelAttentionMacs;
+  if (cut && !ws_.attn_inline)
+    std::stable_sort(items.begin(), items.end(),
+                     [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
+}
+
 void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
@@ -381,26 +409,8 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Cache positions (the causal mask) are the RoPE positions unless tokens were evicted.
   const std::vector<int32_t>& q_pos = batch.cache_positions.empty() ? batch.positions : batch.cache_positions;
-  // Work items: (sequence, kv head, run of at most kAttentionPiece query
-  // tokens) — GQA groups stay together; a long prefill is cut so the threads
-  // share it whatever the number of kv heads. Costliest first (the last
-  // queries see the most keys), claimed by the threads as they free up.
-  // A small step (a tiny model's decode) stays on the calling thread: the
-  // pool's wake-up would cost more than the attention.
-  std::vector<AttentionItem>& items = ws_.attn_items;
-  items.clear();
-  int64_t macs = 0;
-  for (size_t si = 0; si < batch.seqs.size(); ++si) {
-    const SeqSlice& s = batch.seqs[si];
-    macs += int64_t{2} * s.num_tokens * s.kv_len * c.q_dim();
-    for (int32_t t0 = 0; t0 < s.num_tokens; t0 += kAttentionPiece) {
-      const int32_t t1 = std::min(s.num_tokens, t0 + kAttentionPiece);
-      const int64_t cost = int64_t{t1 - t0} * (s.kv_len - s.num_tokens + t1);
-      for (int32_t h = 0; h < c.num_kv_heads; ++h) items.push_back({cost, static_cast<int32_t>(si), h, t0, t1});
-    }
-  }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
+  // The step's work items (plan_attention_items, once per forward).
+  const std::vector<AttentionItem>& items = ws_.attn_items;
   auto attend = [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scratch;
     for (int64_t i = i0; i < i1; ++i) {
@@ -420,7 +430,7 @@ void LlamaModel::attention_layer(const ForwardBatch& batch, KVStorage& kv, Threa
     }
   };
   const auto num_items = static_cast<int64_t>(items.size());
-  if (macs < kMinParallelAttentionMacs) {
+  if (ws_.attn_inline) {
     attend(0, num_items);
   } else {
     pool.parallel_chunks(num_items, 1, attend);
@@ -540,6 +550,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
       for (int64_t t = t0; t < t1; ++t) kernels::rope_angles(batch.positions[t], rp, &cs[t * c.rope_dim]);
     });
   }
+
+  if (c.num_kv_layers() > 0) plan_attention_items(batch);
 
   for (int32_t il = first_layer_; il < last_layer(); ++il) {
     if (!batch.skip_layers.empty() && batch.skip_layers[static_cast<size_t>(il)]) continue;

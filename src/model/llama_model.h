@@ -174,7 +174,8 @@ class LlamaModel {
   };
   struct Workspace {
     int64_t capacity = 0;
-    std::vector<AttentionItem> attn_items;
+    std::vector<AttentionItem> attn_items;  // this step's (plan_attention_items)
+    bool attn_inline = true;                // attention on the calling thread
     std::vector<float> x, h, q, k, v, attn, gate, up, scratch;
     std::vector<float> router, moe_in, moe_gate, moe_up, moe_out;    // MoE
     std::vector<std::vector<std::pair<int64_t, float>>> moe_routed;  // per expert: (token, weight)
@@ -191,6 +192,8 @@ class LlamaModel {
   // per layer the attention/FFN/router matrices present, every expert's.
   template <class Self, class Fn>
   static void for_each_matrix(Self& self, Fn&& fn);
+  // The step's attention work items into ws_ (the same for every layer).
+  void plan_attention_items(const ForwardBatch& batch);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
   // Recurrent mixers (model/recurrent_layers.cc): ws_.x += the layer's
   // output; each slice's state (conv window and state matrices) is read

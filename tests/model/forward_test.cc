@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <string>
@@ -235,16 +236,23 @@ double worst_vs_reference(RandomModel& m, const std::vector<std::vector<int32_t>
   return worst;
 }
 
+// Random token sequences of the given lengths.
+std::vector<std::vector<int32_t>> random_seqs(std::initializer_list<int> lens, int32_t vocab_size, std::mt19937& rng) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (int len : lens) {
+    seqs.emplace_back();
+    for (int k = 0; k < len; ++k) seqs.back().push_back(static_cast<int32_t>(rng() % vocab_size));
+  }
+  return seqs;
+}
+
 class ForwardTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(ForwardTest, MixedPrefillAndDecodeMatchFloat64Reference) {
   const uint32_t seed = 1234;
   RandomModel m(GetParam(), seed);
   std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> seqs(3);
-  const int lens[] = {23, 9, 14};
-  for (int i = 0; i < 3; ++i)
-    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().vocab_size);
+  const auto seqs = random_seqs({23, 9, 14}, GetParam().vocab_size, rng);
 
   PagedRunner runner(m, /*block_size=*/5, /*num_threads=*/2);
   std::map<int, std::vector<std::vector<float>>> out;
@@ -268,10 +276,7 @@ TEST_P(ForwardTest, LongPrefillsCutIntoAttentionPiecesMatchFloat64Reference) {
   const uint32_t seed = 777;
   RandomModel m(GetParam(), seed);
   std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> seqs(2);
-  const int lens[] = {150, 131};
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().vocab_size);
+  const auto seqs = random_seqs({150, 131}, GetParam().vocab_size, rng);
   PagedRunner runner(m, /*block_size=*/8, /*num_threads=*/3);
   std::map<int, std::vector<std::vector<float>>> out;
   runner.step({{0, 149}, {1, 65}}, seqs, out);
@@ -287,10 +292,7 @@ TEST_P(ForwardTest, F16KVCacheStaysCloseToFloat64Reference) {
   const uint32_t seed = 4321;
   RandomModel m(GetParam(), seed);
   std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> seqs(2);
-  const int lens[] = {19, 12};
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < lens[i]; ++k) seqs[i].push_back(rng() % GetParam().vocab_size);
+  const auto seqs = random_seqs({19, 12}, GetParam().vocab_size, rng);
   PagedRunner runner(m, /*block_size=*/4, /*num_threads=*/2, DType::kF16);
   std::map<int, std::vector<std::vector<float>>> out;
   runner.step({{0, 9}, {1, 12}}, seqs, out);
