@@ -280,9 +280,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
     PAGODA_ASSIGN_OR_RETURN(medusa, MedusaHeads::load(path, mc.hidden_size, mc.vocab_size));
   }
   // Trees (lookahead, Medusa) are proposed whole; auto planning keeps a
-  // prefix of their nodes. Medusa's come best first: each is priced by how
-  // often a node at its place was accepted (TreeNodeGains). Lookahead's come
-  // chain by chain, priced as a chain with the sequence's acceptance.
+  // prefix of their nodes. Medusa's come best first, each priced by its
+  // calibrated score (MedusaProposer::node_gains). Lookahead's come chain by
+  // chain, priced as a chain with the sequence's acceptance.
   e->tree_gains_ = config.spec_method == SpecMethod::kMedusa;
   e->spec_auto_ = (e->proposer_ || medusa) && config.num_spec_tokens == 0;
   e->num_spec_tokens_ = config.num_spec_tokens > 0                     ? config.num_spec_tokens
@@ -488,7 +488,6 @@ void Engine::accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_
   // any plan) carry no planned gain and teach the calibration nothing.
   if (spec_auto_ && c.spec_planned_gain > 0) gain_calibration_.record(c.spec_planned_gain, num_accepted);
   c.spec_planned_gain = 0;
-  if (tree_gains_) node_gains_.record(num_drafts, tree_path);
 }
 
 std::span<const float> Engine::hidden_of(const float* logits_row) const {
@@ -587,13 +586,12 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     return;
   }
   if (tree_gains_) {
-    // A tree's nodes by the engine-wide record of their places, scaled by
-    // how this sequence's acceptance compares with everyone's (a sequence
-    // whose drafts keep failing stops drafting; an untried one is tried).
+    // A tree's nodes by their calibrated scores (the sequence's own record
+    // of its heads, pulled towards the engine's).
     tree_gain_rows_.resize(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
-      const double scale = std::min(1.5, candidates[i].acceptance / std::max(prior, 1e-3));
-      node_gains_.gains(candidates[i].max_drafts, scale, &tree_gain_rows_[i]);
+      proposer_->node_gains(choices[i]->spec_state.get(), candidates[i].max_drafts, &tree_gain_rows_[i]);
+      tree_gain_rows_[i].resize(static_cast<size_t>(candidates[i].max_drafts), 0.0);
       candidates[i].node_gains = tree_gain_rows_[i];
     }
   }

@@ -44,6 +44,7 @@ class SpeculativeDecoding : public DecodingStrategy {
     bool rejected = false;  // the run ended at a draft the target refused
     // node: the last accepted draft (-1: none yet); its row scores what follows.
     const float* last_row = logits;  // the row the newest token was sampled from
+    const size_t num_tokens_before = c.seq.tokens.size();
     for (int32_t node = -1; !c.finished;) {
       float* row = logits + static_cast<size_t>(node + 1) * vocab_size;
       last_row = row;
@@ -100,6 +101,8 @@ class SpeculativeDecoding : public DecodingStrategy {
       ++num_accepted;
     }
     outputs.push_back(std::move(*out));
+    if (c.spec_state)
+      host_.proposer()->verified(c.spec_state.get(), std::span<const int32_t>(c.seq.tokens).subspan(num_tokens_before));
     // A verification that ended the choice counts in the statistics too.
     host_.accept_drafts(c, num_drafts, path_, rejected);
     if (c.finished) return;

@@ -85,36 +85,6 @@ double optimistic_acceptance(double num_accepted, double num_rejected, double pr
   return std::min(1.0, mean + std::sqrt(mean * (1.0 - mean) / n));
 }
 
-void TreeNodeGains::record(int32_t num_nodes, std::span<const int32_t> accepted_nodes) {
-  constexpr double kDecay = 0.95;
-  if (num_nodes <= 0) return;
-  const auto n = static_cast<size_t>(num_nodes);
-  if (seen_.size() < n) {
-    seen_.resize(n, 0.0);
-    hit_.resize(n, 0.0);
-  }
-  for (size_t j = 0; j < seen_.size(); ++j) {
-    seen_[j] *= kDecay;
-    hit_[j] *= kDecay;
-  }
-  for (size_t j = 0; j < n; ++j) seen_[j] += 1.0;
-  for (int32_t j : accepted_nodes)
-    if (j >= 0 && j < num_nodes) hit_[static_cast<size_t>(j)] += 1.0;
-}
-
-void TreeNodeGains::gains(int32_t num_nodes, double scale, std::vector<double>* out) const {
-  constexpr double kPriorWeight = 2.0;
-  out->assign(static_cast<size_t>(std::max(0, num_nodes)), 0.0);
-  double cap = 1.0;
-  for (size_t j = 0; j < out->size(); ++j) {
-    const double prior = 0.5 / static_cast<double>(1 + j);
-    const double seen = j < seen_.size() ? seen_[j] : 0.0, hit = j < hit_.size() ? hit_[j] : 0.0;
-    const double g = (hit + kPriorWeight * prior) / (seen + kPriorWeight);
-    cap = std::min(cap, std::clamp(g * scale, 0.0, 1.0));
-    (*out)[j] = cap;
-  }
-}
-
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost,
                                         double first_draft_seconds, int32_t costly_drafts, double gain_scale) {

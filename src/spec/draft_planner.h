@@ -91,31 +91,10 @@ double estimate_acceptance(double num_accepted, double num_rejected, double prio
 // counts fade (while untried) it is tried again.
 double optimistic_acceptance(double num_accepted, double num_rejected, double prior);
 
-// What each node of a tree proposal adds, by its place in the proposal
-// (Medusa and lookahead order nodes best first, so a proposal cut to k
-// nodes keeps nodes 0..k-1): the fraction of verifications in which node j
-// was on the accepted path, engine-wide, recent ones weighing more. A
-// tree's k nodes are not a chain of k drafts: its side branches are
-// alternatives, of which at most one is accepted, so a^j overstates what
-// the later nodes add.
-class TreeNodeGains {
- public:
-  // A verification of a proposal of num_nodes nodes accepted the path
-  // through these node indices.
-  void record(int32_t num_nodes, std::span<const int32_t> accepted_nodes);
-  // The expected accepted tokens each of the first num_nodes nodes adds,
-  // times `scale`, each at most the one before it and at most 1 (a node
-  // never seen in a verification starts at 0.5 / (1 + j)).
-  void gains(int32_t num_nodes, double scale, std::vector<double>* out) const;
-
- private:
-  std::vector<double> seen_, hit_;  // decayed counts by node index
-};
-
 struct DraftCandidate {
   double acceptance = 0.0;  // estimated per-token acceptance, in [0, 1]
   int32_t max_drafts = 0;   // drafts available (proposed and within limits)
-  // A tree's per-node gains (TreeNodeGains), at least max_drafts of them;
+  // A tree's per-node gains (Proposer::node_gains), at least max_drafts of them;
   // empty: a chain, whose draft j adds acceptance^j.
   std::span<const double> node_gains;
 };

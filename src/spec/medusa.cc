@@ -12,12 +12,51 @@
 namespace pagoda {
 namespace {
 
+// Calibration: counts fade by 5% per verification in a sequence's record
+// (it follows the text: a loop the heads predict, a free stretch they do
+// not) and by 1% in the engine-wide one. A sequence's rate is pulled towards
+// the engine's with the weight of 4 verifications, the engine's towards
+// kPriorTop1 * kPriorHeadDecay^head * kPriorRankDecay^rank with the same.
+constexpr double kSequenceDecay = 0.95, kEngineDecay = 0.99, kPriorWeight = 4.0;
+constexpr double kPriorTop1 = 0.45, kPriorHeadDecay = 0.85, kPriorRankDecay = 0.35;
+
 struct MedusaState final : ProposerState {
   std::vector<float> hidden;
   bool fresh = false;  // hidden was set since the last proposal
+  MedusaCalibration calibration;
+  std::vector<int32_t> candidates;  // the last tree's heads' candidates [heads run][top_k]; empty: verified
 };
 
 }  // namespace
+
+MedusaCalibration::MedusaCalibration(int32_t num_heads, int32_t top_k)
+    : num_heads_(num_heads),
+      top_k_(top_k),
+      seen_(static_cast<size_t>(num_heads), 0.0),
+      hit_(static_cast<size_t>(num_heads) * static_cast<size_t>(top_k), 0.0) {}
+
+void MedusaCalibration::record(std::span<const int32_t> cand, std::span<const int32_t> emitted, double decay) {
+  const auto top = static_cast<size_t>(top_k_);
+  PAGODA_CHECK(top > 0 && cand.size() % top == 0 && cand.size() / top <= seen_.size());
+  for (double& x : seen_) x *= decay;
+  for (double& x : hit_) x *= decay;
+  // Head k is seen when the path reached its place: emitted[k] exists.
+  const size_t heads = std::min(cand.size() / top, emitted.size());
+  for (size_t k = 0; k < heads; ++k) {
+    seen_[k] += 1.0;
+    for (size_t r = 0; r < top; ++r)
+      if (cand[k * top + r] == emitted[k]) {
+        hit_[k * top + r] += 1.0;
+        break;
+      }
+  }
+}
+
+double MedusaCalibration::rate(int32_t head, int32_t rank, double prior, double prior_weight) const {
+  PAGODA_CHECK(head >= 0 && head < num_heads_ && rank >= 0 && rank < top_k_);
+  const double hit = hit_[static_cast<size_t>(head) * static_cast<size_t>(top_k_) + static_cast<size_t>(rank)];
+  return (hit + prior_weight * prior) / (seen_[static_cast<size_t>(head)] + prior_weight);
+}
 
 Result<MedusaHeads> MedusaHeads::load(const std::string& path, int32_t hidden_size, int32_t vocab_size) {
   auto opened = gguf::GGUFFile::open(path);
@@ -111,7 +150,11 @@ std::string medusa_heads_path(const std::string& model_path) {
 }
 
 MedusaProposer::MedusaProposer(MedusaHeads heads, int32_t vocab_size, Project project, int32_t top_k)
-    : heads_(std::move(heads)), vocab_size_(vocab_size), project_(std::move(project)), top_k_(top_k) {
+    : heads_(std::move(heads)),
+      vocab_size_(vocab_size),
+      project_(std::move(project)),
+      top_k_(std::min(top_k, vocab_size)),
+      engine_calibration_(heads_.num_heads, top_k_) {
   PAGODA_CHECK(heads_.num_heads >= 1 && top_k_ >= 1 && vocab_size_ >= 1);
 }
 
@@ -128,7 +171,70 @@ int32_t MedusaProposer::max_nodes(int32_t max_depth) const {
   return static_cast<int32_t>(std::min<int64_t>(total, 1 << 20));
 }
 
-std::unique_ptr<ProposerState> MedusaProposer::make_state() const { return std::make_unique<MedusaState>(); }
+std::unique_ptr<ProposerState> MedusaProposer::make_state() const {
+  auto st = std::make_unique<MedusaState>();
+  st->calibration = MedusaCalibration(heads_.num_heads, top_k_);
+  return st;
+}
+
+void MedusaProposer::verified(ProposerState* state, std::span<const int32_t> emitted) const {
+  auto& st = *static_cast<MedusaState*>(state);
+  if (st.candidates.empty()) return;  // no tree since the last verification
+  st.calibration.record(st.candidates, emitted, kSequenceDecay);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    engine_calibration_.record(st.candidates, emitted, kEngineDecay);
+  }
+  st.candidates.clear();
+}
+
+std::vector<double> MedusaProposer::rates(const ProposerState* state) const {
+  const auto& st = *static_cast<const MedusaState*>(state);
+  std::vector<double> r(static_cast<size_t>(heads_.num_heads) * static_cast<size_t>(top_k_));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int32_t k = 0; k < heads_.num_heads; ++k)
+    for (int32_t j = 0; j < top_k_; ++j) {
+      const double prior = kPriorTop1 * std::pow(kPriorHeadDecay, k) * std::pow(kPriorRankDecay, j);
+      const double engine = engine_calibration_.rate(k, j, prior, kPriorWeight);
+      r[static_cast<size_t>(k * top_k_ + j)] = std::clamp(st.calibration.rate(k, j, engine, kPriorWeight), 0.0, 1.0);
+    }
+  return r;
+}
+
+std::vector<MedusaProposer::Node> MedusaProposer::shape(std::span<const double> rates, int32_t top_k,
+                                                        int32_t depth_limit, int32_t max_nodes) {
+  const auto top = static_cast<size_t>(top_k);
+  PAGODA_CHECK(top > 0 && rates.size() % top == 0);
+  depth_limit = std::min(depth_limit, static_cast<int32_t>(rates.size() / top));
+  // Best first: (score, -order) so equal scores keep insertion order.
+  struct Item {
+    double score;
+    int64_t order;
+    int32_t parent, head, rank;
+    bool operator<(const Item& o) const { return score < o.score || (score == o.score && order > o.order); }
+  };
+  std::priority_queue<Item> queue;
+  int64_t order = 0;
+  auto push_children = [&](int32_t parent, int32_t head, double score) {
+    if (head >= depth_limit) return;
+    for (size_t r = 0; r < top; ++r)
+      queue.push({score * rates[static_cast<size_t>(head) * top + r], order++, parent, head, static_cast<int32_t>(r)});
+  };
+  std::vector<Node> nodes;
+  push_children(-1, 0, 1.0);
+  while (!queue.empty() && static_cast<int32_t>(nodes.size()) < max_nodes) {
+    const Item it = queue.top();
+    queue.pop();
+    nodes.push_back({it.head, it.rank, it.parent, it.score});
+    push_children(static_cast<int32_t>(nodes.size()) - 1, it.head + 1, it.score);
+  }
+  return nodes;
+}
+
+void MedusaProposer::node_gains(const ProposerState* state, int32_t num_nodes, std::vector<double>* out) const {
+  out->clear();
+  for (const Node& n : shape(rates(state), top_k_, heads_.num_heads, num_nodes)) out->push_back(n.score);
+}
 
 void MedusaProposer::set_hidden(ProposerState* state, std::span<const float> hidden) const {
   auto& st = *static_cast<MedusaState*>(state);
@@ -150,7 +256,7 @@ void MedusaProposer::propose_tree(ProposerState* state, std::span<const int32_t>
   std::vector<float> h(static_cast<size_t>(depth_limit) * H), logits(static_cast<size_t>(depth_limit) * V);
   heads_.apply(st.hidden.data(), depth_limit, h.data());
   project_(h.data(), depth_limit, logits.data());
-  build(logits.data(), depth_limit, max_tokens, draft, parents);
+  build(state, logits.data(), depth_limit, max_tokens, draft, parents);
 }
 
 void MedusaProposer::fill_trees(std::span<const TreeFill> fills) const {
@@ -177,57 +283,33 @@ void MedusaProposer::fill_trees(std::span<const TreeFill> fills) const {
   for (size_t i = 0; i < fills.size(); ++i) {
     const auto n = static_cast<int32_t>(fills[i].draft->size());
     if (n == 0) continue;
-    build(&logits[static_cast<size_t>(first_row[i]) * V], depth[i], n, fills[i].draft, fills[i].parents);
+    build(fills[i].state, &logits[static_cast<size_t>(first_row[i]) * V], depth[i], n, fills[i].draft,
+          fills[i].parents);
     // Placeholders were counted by max_nodes: the tree has them all.
     PAGODA_CHECK(static_cast<int32_t>(fills[i].draft->size()) == n);
   }
 }
 
-void MedusaProposer::build(const float* logits, int32_t depth_limit, int32_t max_tokens, std::vector<int32_t>* draft,
-                           std::vector<int32_t>* parents) const {
+void MedusaProposer::build(ProposerState* state, const float* logits, int32_t depth_limit, int32_t max_tokens,
+                           std::vector<int32_t>* draft, std::vector<int32_t>* parents) const {
   draft->clear();
   parents->clear();
   const auto K = static_cast<size_t>(depth_limit), V = static_cast<size_t>(vocab_size_);
-  // Each head's top candidates and their probabilities.
-  const auto top = static_cast<size_t>(std::min(top_k_, vocab_size_));
-  std::vector<int32_t> cand(K * top);
-  std::vector<double> prob(K * top);
+  const auto top = static_cast<size_t>(top_k_);
+  // Each head's top candidates, best first (ties: the lower token id).
+  auto& st = *static_cast<MedusaState*>(state);
+  st.candidates.assign(K * top, 0);
   std::vector<int32_t> idx(V);
   for (size_t k = 0; k < K; ++k) {
     const float* row = &logits[k * V];
     for (size_t i = 0; i < V; ++i) idx[i] = static_cast<int32_t>(i);
     std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(top), idx.end(),
                       [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    const float mx = row[idx[0]];
-    float z = 0;
-    for (size_t i = 0; i < V; ++i) z += std::exp(row[i] - mx);
-    for (size_t r = 0; r < top; ++r) {
-      cand[k * top + r] = idx[r];
-      prob[k * top + r] = std::exp(static_cast<double>(row[idx[r]] - mx)) / z;
-    }
+    std::copy_n(idx.begin(), top, st.candidates.begin() + static_cast<std::ptrdiff_t>(k * top));
   }
-  // Best first: (score, -order) so equal scores keep insertion order.
-  struct Item {
-    double score;
-    int64_t order;
-    int32_t parent, depth;  // depth of the node itself, 1-based
-    size_t rank;
-    bool operator<(const Item& o) const { return score < o.score || (score == o.score && order > o.order); }
-  };
-  std::priority_queue<Item> queue;
-  int64_t order = 0;
-  auto push_children = [&](int32_t parent, int32_t depth, double score) {
-    if (depth > depth_limit) return;
-    for (size_t r = 0; r < top; ++r)
-      queue.push({score * prob[static_cast<size_t>(depth - 1) * top + r], order++, parent, depth, r});
-  };
-  push_children(-1, 1, 1.0);
-  while (!queue.empty() && static_cast<int32_t>(draft->size()) < max_tokens) {
-    const Item it = queue.top();
-    queue.pop();
-    draft->push_back(cand[static_cast<size_t>(it.depth - 1) * top + it.rank]);
-    parents->push_back(it.parent);
-    push_children(static_cast<int32_t>(draft->size()) - 1, it.depth + 1, it.score);
+  for (const Node& n : shape(rates(state), top_k_, depth_limit, max_tokens)) {
+    draft->push_back(st.candidates[static_cast<size_t>(n.head) * top + static_cast<size_t>(n.rank)]);
+    parents->push_back(n.parent);
   }
 }
 

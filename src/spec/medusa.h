@@ -8,15 +8,23 @@
 // the model as MODEL.medusa.gguf).
 //
 // One proposal is a sparse tree built best first: a node at depth d has the
-// top candidates of head d as children, scored by the product of the heads'
-// probabilities along its path; the highest-scoring nodes are kept up to the
-// size limit, so the tree's prefixes are trees too (the planner may cut it).
-// The engine verifies it with tree attention like lookahead's.
+// top candidates of head d as children, scored by the product along its path
+// of how often a candidate of that head and rank was the target's token
+// (MedusaCalibration: measured on the verifications, per sequence and
+// engine-wide; the paper calibrates its static tree the same way on a
+// dataset). The highest-scoring nodes are kept up to the size limit, so the
+// tree's prefixes are trees too, and a node's score is what it is expected
+// to add to an accepted run: the planner prices nodes with it before the
+// heads run, and cuts the tree. The heads' own probabilities are not
+// calibrated (a loop the heads predict at 95% still reads as 40%), so they
+// only rank the candidates. The engine verifies the tree with tree
+// attention like lookahead's.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +51,29 @@ struct MedusaHeads {
   void transpose();
   // out[k] = h + SiLU(W_k h + b_k) for the first num heads: [num][hidden].
   void apply(const float* hidden, int32_t num, float* out) const;
+};
+
+// How often the candidate of rank r of head k was the token the target
+// chose, among verifications whose accepted path reached head k's place
+// (so the rate is conditional on the path before it being right, which is
+// what a tree node needs). Counts fade by `decay` per recorded verification.
+class MedusaCalibration {
+ public:
+  MedusaCalibration() = default;
+  MedusaCalibration(int32_t num_heads, int32_t top_k);
+  // cand: [heads_run][top_k] the heads' candidates at the proposal;
+  // emitted: the tokens the target emitted in the verification (emitted[k]
+  // is the token head k guessed; as many as were accepted, plus one).
+  void record(std::span<const int32_t> cand, std::span<const int32_t> emitted, double decay);
+  // The hit rate of (head, rank) pulled towards prior with prior_weight
+  // observations.
+  double rate(int32_t head, int32_t rank, double prior, double prior_weight) const;
+  double seen(int32_t head) const { return seen_[static_cast<size_t>(head)]; }
+
+ private:
+  int32_t num_heads_ = 0, top_k_ = 0;
+  std::vector<double> seen_;  // [head]
+  std::vector<double> hit_;   // [head][rank]
 };
 
 // Where the heads of the model at `model_path` are looked for:
@@ -72,18 +103,41 @@ class MedusaProposer : public Proposer {
   void propose_tree(ProposerState* state, std::span<const int32_t> tokens, int32_t max_tokens, int32_t max_depth,
                     std::vector<int32_t>* draft, std::vector<int32_t>* parents) const override;
 
+  // The target's tokens of the verification of this sequence's last tree:
+  // calibrates the heads (the sequence's record and the engine-wide one).
+  void verified(ProposerState* state, std::span<const int32_t> emitted) const override;
+  // Scores of the best-first tree's first num_nodes nodes (what each adds to
+  // the accepted run, non-increasing; fewer when the tree is smaller).
+  bool has_node_gains() const override { return true; }
+  void node_gains(const ProposerState* state, int32_t num_nodes, std::vector<double>* out) const override;
+
   const MedusaHeads& heads() const { return heads_; }
   // Nodes a tree of at most max_depth levels can have.
   int32_t max_nodes(int32_t max_depth) const;
 
+  // A node of the tree's shape: its head (depth - 1), the rank of its token
+  // among that head's candidates, its parent (-1: the root) and score.
+  struct Node {
+    int32_t head, rank, parent;
+    double score;
+  };
+  // The best-first shape of at most max_nodes nodes, none deeper than
+  // depth_limit, from rates [heads][top_k] (each in [0, 1]).
+  static std::vector<Node> shape(std::span<const double> rates, int32_t top_k, int32_t depth_limit, int32_t max_nodes);
+
  private:
-  // The tree from the heads' logits ([depth_limit][vocab]).
-  void build(const float* logits, int32_t depth_limit, int32_t max_tokens, std::vector<int32_t>* draft,
-             std::vector<int32_t>* parents) const;
+  // The calibrated rates [heads][top_k] a sequence's tree is shaped by.
+  std::vector<double> rates(const ProposerState* state) const;
+  // The tree from the heads' logits ([depth_limit][vocab]); keeps the heads'
+  // candidates in the state for verified().
+  void build(ProposerState* state, const float* logits, int32_t depth_limit, int32_t max_tokens,
+             std::vector<int32_t>* draft, std::vector<int32_t>* parents) const;
   MedusaHeads heads_;
   int32_t vocab_size_;
   Project project_;
   int32_t top_k_;
+  mutable std::mutex mu_;
+  mutable MedusaCalibration engine_calibration_;  // every sequence's verifications (guarded by mu_)
 };
 
 }  // namespace pagoda

@@ -76,6 +76,14 @@ class Proposer {
   // After the target scored the last proposal: the raw logits of its first
   // num_scored drafts (those the scheduler kept), [num_scored][vocab_size].
   virtual void observe(ProposerState* state, const float* draft_logits, int32_t num_scored, int32_t vocab_size) const {}
+  // After a verification: the tokens the target emitted (the accepted
+  // drafts and the one it added), whether or not drafts were verified.
+  virtual void verified(ProposerState* state, std::span<const int32_t> emitted) const {}
+  // A tree proposer whose nodes' expected gains are known before it drafts
+  // (Medusa): fills *out with the gains of its first num_nodes nodes for
+  // the planner and returns true; false: the planner estimates them.
+  virtual bool has_node_gains() const { return false; }
+  virtual void node_gains(const ProposerState* state, int32_t num_nodes, std::vector<double>* out) const {}
 };
 
 }  // namespace pagoda

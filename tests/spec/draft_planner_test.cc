@@ -244,36 +244,6 @@ TEST(PlanDraftLengths, MatchesExhaustiveSearchOnRandomCases) {
   }
 }
 
-TEST(TreeNodeGains, LearnsHowOftenEachPlaceIsAcceptedAndNeverRises) {
-  TreeNodeGains g;
-  std::vector<double> out;
-  g.gains(3, 1.0, &out);
-  EXPECT_NEAR(out[0], 0.5, 1e-12);  // nothing seen: the prior 0.5 / (1 + j)
-  EXPECT_NEAR(out[1], 0.25, 1e-12);
-  // Node 0 on the accepted path 8 times in 10, node 2 (its child) 4 times,
-  // node 1 (a sibling of node 0) never; node 3 (a child of node 2) once.
-  for (int i = 0; i < 10; ++i) {
-    std::vector<int32_t> path;
-    if (i < 8) path.push_back(0);
-    if (i < 4) path.push_back(2);
-    if (i == 0) path.push_back(3);
-    g.record(4, path);
-  }
-  g.gains(5, 1.0, &out);
-  ASSERT_EQ(out.size(), 5u);
-  // 8 of 10 plus the prior (0.75), the recent misses weighing more.
-  EXPECT_GT(out[0], 0.65);
-  EXPECT_LT(out[0], 0.75);
-  EXPECT_LT(out[1], 0.1);     // the sibling adds little...
-  EXPECT_LE(out[2], out[1]);  // ...and caps what follows (the planner keeps a prefix)
-  for (size_t j = 1; j < out.size(); ++j) EXPECT_LE(out[j], out[j - 1]);
-  std::vector<double> half;
-  g.gains(5, 0.5, &half);
-  EXPECT_NEAR(half[0], 0.5 * out[0], 1e-12);
-  g.gains(2, 10.0, &half);
-  EXPECT_LE(half[0], 1.0);
-}
-
 // A tree's nodes are priced by their own gains, not as a chain: with the
 // same per-depth acceptance, a tree whose later nodes are rarely accepted
 // gets fewer drafts than a chain.

@@ -1,12 +1,15 @@
 // Medusa heads (spec/medusa.h): the file round-trips and bad files are clear
-// errors; the residual block matches a naive reference; the proposer builds
-// its tree best first from the heads' top candidates, within the size and
-// depth limits, and proposes only after it was given a hidden state.
+// errors; the residual block matches a naive reference; the calibration
+// counts each head where the accepted path reached it; the proposer shapes
+// its tree best first from the calibrated rates, fills it with the heads'
+// top candidates within the size and depth limits, learns the shape from
+// its verifications, and proposes only after it was given a hidden state.
 #include "spec/medusa.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -125,9 +128,52 @@ struct Fixture {
   }
 };
 
-TEST(MedusaProposer, BuildsTheBestTreeFirst) {
+TEST(MedusaCalibration, CountsEachHeadWhereThePathReachedIt) {
+  MedusaCalibration c(3, 2);
+  // Candidates [head][rank]: head 0 {3, 7}, head 1 {1, 2}, head 2 {5, 6}.
+  const std::vector<int32_t> cand = {3, 7, 1, 2, 5, 6};
+  c.record(cand, std::vector<int32_t>{7, 9}, 1.0);  // head 0's rank 1 hit, head 1 missed, head 2 not reached
+  EXPECT_DOUBLE_EQ(c.seen(0), 1.0);
+  EXPECT_DOUBLE_EQ(c.seen(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.seen(2), 0.0);
+  EXPECT_DOUBLE_EQ(c.rate(0, 1, 0.5, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(c.rate(0, 0, 0.5, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(c.rate(1, 0, 0.5, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(c.rate(2, 0, 0.25, 1.0), 0.25) << "unseen: the prior";
+  c.record(cand, std::vector<int32_t>{3, 1, 5}, 0.5);  // the old counts halve
+  EXPECT_DOUBLE_EQ(c.seen(0), 1.5);
+  EXPECT_DOUBLE_EQ(c.rate(0, 0, 0.0, 0.0), 1.0 / 1.5);
+  EXPECT_DOUBLE_EQ(c.rate(2, 0, 0.0, 1.0), 0.5) << "one hit, pulled halfway to the prior 0";
+  // Only the heads that ran count: a one-head tree sees head 0 alone.
+  c.record(std::vector<int32_t>{3, 7}, std::vector<int32_t>{3, 1, 5}, 1.0);
+  EXPECT_DOUBLE_EQ(c.seen(0), 2.5);
+  EXPECT_DOUBLE_EQ(c.seen(1), 1.5);
+}
+
+TEST(MedusaProposer, ShapesTheTreeBestFirstFromTheRates) {
+  // Head 0: rank 0 at 0.9, rank 1 at 0.05; head 1: 0.8 / 0.1; head 2: 0.5 / 0.4.
+  const std::vector<double> rates = {0.9, 0.05, 0.8, 0.1, 0.5, 0.4};
+  const auto nodes = MedusaProposer::shape(rates, 2, 3, 6);
+  ASSERT_EQ(nodes.size(), 6u);
+  // 0.9 (h0 r0), 0.72 (h1 r0), 0.36 (h2 r0), 0.288 (h2 r1), 0.09 (h1 r1), 0.05 (h0 r1).
+  const std::vector<std::array<int32_t, 3>> want = {{0, 0, -1}, {1, 0, 0}, {2, 0, 1}, {2, 1, 1}, {1, 1, 0}, {0, 1, -1}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(nodes[i].head, want[i][0]) << i;
+    EXPECT_EQ(nodes[i].rank, want[i][1]) << i;
+    EXPECT_EQ(nodes[i].parent, want[i][2]) << i;
+    if (i > 0) {
+      EXPECT_LE(nodes[i].score, nodes[i - 1].score);
+    }
+  }
+  EXPECT_NEAR(nodes[3].score, 0.9 * 0.8 * 0.4, 1e-12);
+  // Depth and size limits.
+  EXPECT_EQ(MedusaProposer::shape(rates, 2, 1, 6).size(), 2u);
+  EXPECT_EQ(MedusaProposer::shape(rates, 2, 3, 2).size(), 2u);
+}
+
+TEST(MedusaProposer, LearnsTheTreeFromItsVerifications) {
   Fixture f(2);
-  // Head 0: token 3 (p high), then 7. Head 1: token 1 then 2. Head 2: 5, 6.
+  // Head 0: token 3, then 7. Head 1: token 1, then 2. Head 2: 5, then 6.
   f.head_logits[0][3] = 5;
   f.head_logits[0][7] = 4;
   f.head_logits[1][1] = 6;
@@ -139,21 +185,41 @@ TEST(MedusaProposer, BuildsTheBestTreeFirst) {
   std::vector<int32_t> draft = {-9}, parents = {-9};
   f.proposer.propose_tree(st.get(), std::vector<int32_t>{1, 2}, 64, 64, &draft, &parents);
   EXPECT_TRUE(draft.empty()) << "no hidden state yet: no proposal";
-  f.proposer.set_hidden(st.get(), hidden);
-  f.proposer.propose_tree(st.get(), std::vector<int32_t>{1, 2}, 4, 64, &draft, &parents);
-  // Scores: 3 (p0), 3->1, 3->1->5 beat 7 (p0 of 7 is e^-1 of 3's).
-  ASSERT_EQ(draft.size(), 4u);
-  EXPECT_EQ(draft[0], 3);
-  EXPECT_EQ(parents[0], -1);
-  EXPECT_EQ(draft[1], 1);
-  EXPECT_EQ(parents[1], 0);
-  EXPECT_EQ(draft[2], 5);
-  EXPECT_EQ(parents[2], 1);
-  EXPECT_EQ(draft[3], 7);
-  EXPECT_EQ(parents[3], -1);
-  // Used once per hidden state.
-  f.proposer.propose_tree(st.get(), std::vector<int32_t>{1, 2}, 4, 64, &draft, &parents);
+  // The heads' chain is always right (a loop the heads predict): the tree
+  // turns into that chain, and its nodes' gains approach 1.
+  for (int i = 0; i < 40; ++i) {
+    f.proposer.set_hidden(st.get(), hidden);
+    f.proposer.propose_tree(st.get(), std::vector<int32_t>{1, 2}, 3, 64, &draft, &parents);
+    ASSERT_EQ(draft.size(), 3u);
+    f.proposer.verified(st.get(), std::vector<int32_t>{3, 1, 5, 8});
+  }
+  EXPECT_EQ(draft, (std::vector<int32_t>{3, 1, 5}));
+  EXPECT_EQ(parents, (std::vector<int32_t>{-1, 0, 1}));
+  std::vector<double> gains;
+  f.proposer.node_gains(st.get(), 4, &gains);
+  ASSERT_EQ(gains.size(), 4u);
+  EXPECT_GT(gains[2], 0.8);
+  EXPECT_LT(gains[3], 0.1) << "a second-rank node never hit";
+  // Used once per hidden state; a verification without a tree teaches nothing.
+  f.proposer.propose_tree(st.get(), std::vector<int32_t>{1, 2}, 3, 64, &draft, &parents);
   EXPECT_TRUE(draft.empty());
+  f.proposer.verified(st.get(), std::vector<int32_t>{7});
+  // Now head 0's second candidate is the target's token, every time: it
+  // becomes the first node, head 1 is never reached again.
+  for (int i = 0; i < 60; ++i) {
+    f.proposer.set_hidden(st.get(), hidden);
+    f.proposer.propose_tree(st.get(), std::vector<int32_t>{1, 2}, 2, 64, &draft, &parents);
+    f.proposer.verified(st.get(), std::vector<int32_t>{7, 9});
+  }
+  ASSERT_EQ(draft.size(), 2u);
+  EXPECT_EQ(draft[0], 7);
+  EXPECT_EQ(parents[0], -1);
+  // A new sequence starts from the engine-wide record, which saw both.
+  auto fresh = f.proposer.make_state();
+  std::vector<double> fresh_gains;
+  f.proposer.node_gains(fresh.get(), 2, &fresh_gains);
+  ASSERT_EQ(fresh_gains.size(), 2u);
+  EXPECT_GT(fresh_gains[0], 0.5);
 }
 
 TEST(MedusaProposer, RespectsSizeAndDepthLimits) {
