@@ -598,20 +598,20 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   const std::vector<int32_t> k =
       plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
                          tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale());
-  // Could drafts that are always accepted pay at all (a chain of them in
-  // place of each sequence never verified and planned away)? Only then is
-  // such a sequence probed.
+  // Could drafts accepted half as often as perfect ones pay (a chain of
+  // them in place of each sequence the planner left without drafts and
+  // whose record is empty or faded)? Only then is such a sequence probed.
   std::vector<int32_t> ideal;
-  bool untried = false;
+  bool probe = false;
   for (size_t i = 0; i < choices.size(); ++i) {
     const AcceptanceCounts& a = choices[i]->spec_acceptance;
-    untried = untried || (k[i] == 0 && a.num_accepted + a.num_rejected == 0);
+    probe = probe || (k[i] == 0 && a.probed(0, candidates[i].max_drafts, true) > 0);
   }
-  if (untried) {
+  if (probe) {
     std::vector<DraftCandidate> best = candidates;
     for (DraftCandidate& c : best) c = {1.0, c.max_drafts, {}};
     ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
-                               tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 1.0);
+                               tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5);
   }
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;

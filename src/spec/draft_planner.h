@@ -63,19 +63,22 @@ struct AcceptanceCounts {
     num_rejected *= kFade;
   }
   // The drafts to verify when the planner chose `planned` of at most
-  // `max_drafts`: a sequence planned away until its counts faded below 20%
-  // (~30 steps) is probed with two, since the engine-wide prior may be stale
-  // and text changes (a free continuation settling into a pattern the
-  // proposer predicts); two drafts once in 30 steps cost under 2% of a step
-  // even when rejected. A sequence never verified is probed at once when
-  // perfect drafts would pay (`could_pay`): a planner misled by the prior or
-  // its first steps (page faults, a busy neighbour) would otherwise keep it
-  // from ever drafting, with no record to fade back from.
+  // `max_drafts`. Only where drafts accepted half as often as perfect ones
+  // would pay (`could_pay`: a batch small enough that verifying is nearly
+  // free) is a sequence probed: one never verified at once, since a planner
+  // misled by the prior or its first steps (page faults, a busy neighbour)
+  // would otherwise keep it from ever drafting, with no record to fade back
+  // from; one planned away until its counts faded below 20% (~30 steps) with
+  // two drafts, since the engine-wide prior may be stale and text changes (a
+  // free continuation settling into a pattern the proposer predicts). Two
+  // drafts once in 30 steps cost under 2% of such a step even when rejected;
+  // in a compute-bound batch every probe costs its full share (and
+  // sequences admitted together fade together), so there it never probes.
   int32_t probed(int32_t planned, int32_t max_drafts, bool could_pay) const {
     constexpr double kProbeBelow = 0.2;
     constexpr int32_t kProbeDrafts = 2;
     const double seen = num_accepted + num_rejected;
-    if (planned > 0 || seen >= kProbeBelow || (seen == 0 && !could_pay)) return planned;
+    if (planned > 0 || seen >= kProbeBelow || !could_pay) return planned;
     return std::min(kProbeDrafts, max_drafts);
   }
 };

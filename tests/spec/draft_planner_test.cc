@@ -89,11 +89,12 @@ TEST(AcceptanceCounts, ProbesNeverVerifiedAndLongPlannedAwaySequences) {
   AcceptanceCounts failing{0, 1};  // one rejection, then planned away
   EXPECT_EQ(failing.probed(0, 8, true), 0) << "a recent rejection: not probed";
   int steps = 0;
-  while (failing.probed(0, 8, false) == 0 && steps < 1000) {
+  while (failing.probed(0, 8, true) == 0 && steps < 1000) {
     failing.fade();
     ++steps;
   }
-  EXPECT_EQ(failing.probed(0, 8, false), 2);
+  EXPECT_EQ(failing.probed(0, 8, true), 2);
+  EXPECT_EQ(failing.probed(0, 8, false), 0) << "faded, but in a batch where drafts cannot pay";
   EXPECT_GT(steps, 20);
   EXPECT_LT(steps, 40);
 }
