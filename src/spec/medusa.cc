@@ -299,13 +299,19 @@ void MedusaProposer::build(ProposerState* state, const float* logits, int32_t de
   // Each head's top candidates, best first (ties: the lower token id).
   auto& st = *static_cast<MedusaState*>(state);
   st.candidates.assign(K * top, 0);
-  std::vector<int32_t> idx(V);
   for (size_t k = 0; k < K; ++k) {
+    // One pass keeping the best `top` in order (top is a handful: an
+    // insertion beats sorting the vocabulary's indices).
     const float* row = &logits[k * V];
-    for (size_t i = 0; i < V; ++i) idx[i] = static_cast<int32_t>(i);
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(top), idx.end(),
-                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    std::copy_n(idx.begin(), top, st.candidates.begin() + static_cast<std::ptrdiff_t>(k * top));
+    int32_t* best = &st.candidates[k * top];
+    size_t n = 0;
+    for (size_t i = 0; i < V; ++i) {
+      const float x = row[i];
+      if (n == top && !(x > row[best[top - 1]])) continue;  // ties keep the lower id
+      size_t j = n < top ? n++ : top - 1;
+      for (; j > 0 && x > row[best[j - 1]]; --j) best[j] = best[j - 1];
+      best[j] = static_cast<int32_t>(i);
+    }
   }
   for (const Node& n : shape(rates(state), top_k_, depth_limit, max_tokens)) {
     draft->push_back(st.candidates[static_cast<size_t>(n.head) * top + static_cast<size_t>(n.rank)]);

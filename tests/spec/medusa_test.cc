@@ -235,6 +235,18 @@ TEST(MedusaProposer, RespectsSizeAndDepthLimits) {
     f.proposer.propose_tree(st.get(), std::vector<int32_t>{4}, max_tokens, max_depth, &draft, &parents);
     ASSERT_EQ(draft.size(), parents.size());
     EXPECT_LE(static_cast<int32_t>(draft.size()), max_tokens);
+    // The root's children, in order, are head 0's best candidates by logit
+    // (ties: the lower token id), as a full sort ranks them.
+    std::vector<int32_t> order(Fixture::kVocab);
+    for (int32_t i = 0; i < Fixture::kVocab; ++i) order[static_cast<size_t>(i)] = i;
+    const auto& row0 = f.head_logits[0];
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row0[a] > row0[b]; });
+    size_t rank = 0;
+    for (size_t i = 0; i < draft.size(); ++i) {
+      if (parents[i] == -1) {
+        EXPECT_EQ(draft[i], order[rank++]) << "trial " << trial;
+      }
+    }
     for (size_t i = 0; i < draft.size(); ++i) {
       EXPECT_LT(parents[i], static_cast<int32_t>(i));
       int32_t depth = 0;
