@@ -156,6 +156,9 @@ MedusaProposer::MedusaProposer(MedusaHeads heads, int32_t vocab_size, Project pr
       top_k_(std::min(top_k, vocab_size)),
       engine_calibration_(heads_.num_heads, top_k_) {
   PAGODA_CHECK(heads_.num_heads >= 1 && top_k_ >= 1 && vocab_size_ >= 1);
+  for (int32_t k = 0; k < heads_.num_heads; ++k)
+    for (int32_t j = 0; j < top_k_; ++j)
+      prior_.push_back(kPriorTop1 * std::pow(kPriorHeadDecay, k) * std::pow(kPriorRankDecay, j));
 }
 
 void MedusaProposer::propose(std::span<const int32_t>, int32_t max_tokens, std::vector<int32_t>* draft) const {
@@ -194,9 +197,9 @@ std::vector<double> MedusaProposer::rates(const ProposerState* state) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (int32_t k = 0; k < heads_.num_heads; ++k)
     for (int32_t j = 0; j < top_k_; ++j) {
-      const double prior = kPriorTop1 * std::pow(kPriorHeadDecay, k) * std::pow(kPriorRankDecay, j);
-      const double engine = engine_calibration_.rate(k, j, prior, kPriorWeight);
-      r[static_cast<size_t>(k * top_k_ + j)] = std::clamp(st.calibration.rate(k, j, engine, kPriorWeight), 0.0, 1.0);
+      const auto i = static_cast<size_t>(k * top_k_ + j);
+      const double engine = engine_calibration_.rate(k, j, prior_[i], kPriorWeight);
+      r[i] = std::clamp(st.calibration.rate(k, j, engine, kPriorWeight), 0.0, 1.0);
     }
   return r;
 }

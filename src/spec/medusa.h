@@ -108,7 +108,6 @@ class MedusaProposer : public Proposer {
   void verified(ProposerState* state, std::span<const int32_t> emitted) const override;
   // Scores of the best-first tree's first num_nodes nodes (what each adds to
   // the accepted run, non-increasing; fewer when the tree is smaller).
-  bool has_node_gains() const override { return true; }
   void node_gains(const ProposerState* state, int32_t num_nodes, std::vector<double>* out) const override;
 
   const MedusaHeads& heads() const { return heads_; }
@@ -136,6 +135,7 @@ class MedusaProposer : public Proposer {
   int32_t vocab_size_;
   Project project_;
   int32_t top_k_;
+  std::vector<double> prior_;  // [heads][top_k]: the engine-wide rates before any verification
   mutable std::mutex mu_;
   mutable MedusaCalibration engine_calibration_;  // every sequence's verifications (guarded by mu_)
 };

@@ -80,9 +80,9 @@ class Proposer {
   // drafts and the one it added), whether or not drafts were verified.
   virtual void verified(ProposerState* state, std::span<const int32_t> emitted) const {}
   // A tree proposer whose nodes' expected gains are known before it drafts
-  // (Medusa): fills *out with the gains of its first num_nodes nodes for
-  // the planner and returns true; false: the planner estimates them.
-  virtual bool has_node_gains() const { return false; }
+  // (Medusa; the engine asks it for its method): the gains of its tree's
+  // first num_nodes nodes, best first, for the planner (fewer when the tree
+  // is smaller).
   virtual void node_gains(const ProposerState* state, int32_t num_nodes, std::vector<double>* out) const {}
 };
 
