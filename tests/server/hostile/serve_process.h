@@ -102,11 +102,15 @@ class ServeProcess {
     }
     return true;
   }
-  // Waits up to `seconds` for the process to exit; its wait status, or nullopt.
+  // Waits up to `seconds` for the process to exit; its wait status, or
+  // nullopt. Once it exited, the reader has drained its stderr to the end
+  // (the pipe's EOF), so stderr_text() holds its last message: reaping the
+  // process can come before the reader's last read.
   std::optional<int> wait_exit(double seconds) {
     const auto t = Clock::now();
     while (running() && seconds_since(t) < seconds) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (running()) return std::nullopt;
+    if (reader_.joinable()) reader_.join();
     return status_;
   }
   // Resident and peak memory (kB) from /proc.
