@@ -550,6 +550,19 @@ bool decode_only(const SchedulerOutput& out) {
   });
 }
 
+// The draft model's catch-up rows a sequence's next draft is charged: its
+// lag spread over the steps it may draft from then on (at most
+// kCatchUpHorizon, at most the tokens it has left). Charged in full, a
+// request's prompt would keep it from ever drafting where drafts pay in the
+// steady state (the lag only grows); charged nothing, sequences planned
+// away and probed again pay their lag at every probe.
+int32_t amortized_catch_up(const Sequence& seq) {
+  constexpr int32_t kCatchUpHorizon = 8;
+  const int32_t left = std::max(1, seq.max_total_tokens - seq.num_tokens());
+  const int32_t horizon = std::min(kCatchUpHorizon, left);
+  return (seq.num_draft_lag + horizon - 1) / horizon;
+}
+
 }  // namespace
 
 void Engine::plan_drafts(const SchedulerOutput& out) {
@@ -573,7 +586,8 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     const AcceptanceCounts& a = c.spec_acceptance;
     candidates.push_back({optimistic_acceptance(a.num_accepted, a.num_rejected, prior),
                           static_cast<int32_t>(c.seq.draft_tokens.size()),
-                          {}});
+                          {},
+                          draft_ ? amortized_catch_up(c.seq) : 0});
   }
   if (choices.empty()) return;
   // A pure-decode step next (every scheduled sequence decoding): the gate
@@ -609,7 +623,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
   if (probe) {
     std::vector<DraftCandidate> best = candidates;
-    for (DraftCandidate& c : best) c = {1.0, c.max_drafts, {}};
+    for (DraftCandidate& c : best) c = {1.0, c.max_drafts, {}, c.catch_up};
     ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
                                tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5);
   }

@@ -21,16 +21,18 @@ StepCostModel::StepCostModel(std::vector<std::pair<int32_t, double>> points) : p
 void StepCostModel::observe(int32_t num_tokens, double seconds) {
   if (points_.empty() || !std::isfinite(seconds) || seconds < 0.0 || num_tokens < 1) return;
   constexpr double kDecay = 0.95;
-  const double n = num_tokens;
-  const double r = seconds - forward_seconds(num_tokens);
+  constexpr double kOrigin = 0.05;  // the origin's weight, relative to the steps'
+  const double x = forward_seconds(num_tokens);
   sw_ = kDecay * sw_ + 1.0;
-  sn_ = kDecay * sn_ + n;
-  snn_ = kDecay * snn_ + n * n;
-  sr_ = kDecay * sr_ + r;
-  snr_ = kDecay * snr_ + n * r;
-  const double var = snn_ * sw_ - sn_ * sn_;  // sw^2 times the weighted variance of n
-  overhead_b_ = var > 1e-6 * sw_ * sw_ ? std::max(0.0, (snr_ * sw_ - sn_ * sr_) / var) : 0.0;
-  overhead_a_ = (sr_ - overhead_b_ * sn_) / sw_;
+  sx_ = kDecay * sx_ + x;
+  sxx_ = kDecay * sxx_ + x * x;
+  sy_ = kDecay * sy_ + seconds;
+  sxy_ = kDecay * sxy_ + x * seconds;
+  const double w = sw_ * (1.0 + kOrigin);   // the origin adds weight, nothing to the other sums
+  const double var = sxx_ * w - sx_ * sx_;  // > 0: the origin differs from every step
+  const double scale = var > 0.0 ? (sxy_ * w - sx_ * sy_) / var : 1.0;
+  scale_ = std::isfinite(scale) ? std::max(kMinScale, scale) : 1.0;
+  offset_ = (sy_ - scale_ * sx_) / w;
 }
 
 double StepCostModel::forward_seconds(int32_t num_tokens) const {
@@ -46,10 +48,10 @@ double StepCostModel::forward_seconds(int32_t num_tokens) const {
 }
 
 double StepCostModel::seconds(int32_t num_tokens) const {
-  // Steps faster than the profile (a negative overhead) shrink the forward
-  // time, never below a tenth of it.
+  // A negative offset (small steps relatively faster than large ones) never
+  // brings a step below a tenth of its forward time.
   const double f = forward_seconds(num_tokens);
-  return std::max(0.1 * f, f + overhead_a_ + overhead_b_ * num_tokens);
+  return std::max(0.1 * f, scale_ * f + offset_);
 }
 
 double estimate_acceptance(double num_accepted, double num_rejected, double prior) {
@@ -127,8 +129,9 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
     if (t <= costly_drafts) draft_seconds += first_draft_seconds;
     if (draft_cost) {
       int32_t& n = pass_size[static_cast<size_t>(t - 1)];
-      draft_seconds += draft_cost->seconds(n + 1) - (n > 0 ? draft_cost->seconds(n) : 0.0);
-      ++n;
+      const int32_t rows = t == 1 ? 1 + std::max(0, candidates[i].catch_up) : 1;
+      draft_seconds += draft_cost->seconds(n + rows) - (n > 0 ? draft_cost->seconds(n) : 0.0);
+      n += rows;
     }
     const double rate = expected / (cost.seconds(num_tokens + static_cast<int32_t>(order.size())) + draft_seconds);
     if (rate > best_rate * (1.0 + 1e-9)) {

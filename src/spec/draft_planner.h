@@ -27,10 +27,17 @@ class StepCostModel {
   explicit StepCostModel(std::vector<std::pair<int32_t, double>> points);
 
   bool empty() const { return points_.empty(); }
-  // A real step of num_tokens batched tokens took `seconds`. The overhead
-  // line is a least-squares fit of (seconds - forward time) on tokens over
-  // recent steps (each weighs 5% less with every new one); its slope is 0
-  // until steps of different sizes were seen, never negative.
+  // A real step of num_tokens batched tokens took `seconds`. Real steps are
+  // a least-squares line of the profiled forward time, seconds = scale *
+  // forward + offset, over recent steps (each weighs 5% less with every new
+  // one) and a point at the origin weighing 5% of them: while the steps'
+  // sizes barely differ (a steady batch) the line goes through the origin —
+  // the steps ran `scale` times their profile, and so will the drafts added
+  // to them — and once they spread (a batch filling or draining) the data
+  // sets both. A decode step of many sequences at long contexts costs more
+  // than the profile's one sequence (attention, sampling, bookkeeping), for
+  // its drafts too: an offset alone would price a draft at the profile's
+  // marginal and plan too many. The scale is at least kMinScale.
   void observe(int32_t num_tokens, double seconds);
   double forward_seconds(int32_t num_tokens) const;
   double seconds(int32_t num_tokens) const;
@@ -38,9 +45,11 @@ class StepCostModel {
 
  private:
   std::vector<std::pair<int32_t, double>> points_;
-  // Decayed sums over observed steps: weight, n, n^2, residual, n * residual.
-  double sw_ = 0, sn_ = 0, snn_ = 0, sr_ = 0, snr_ = 0;
-  double overhead_a_ = 0, overhead_b_ = 0;
+  static constexpr double kMinScale = 0.5;
+  // Decayed sums over observed steps of x = forward seconds and y = seconds:
+  // weight, x, x^2, y, x * y.
+  double sw_ = 0, sx_ = 0, sxx_ = 0, sy_ = 0, sxy_ = 0;
+  double scale_ = 1.0, offset_ = 0.0;
 };
 
 // One sequence's verification record. Both counts fade while its drafts are
@@ -100,6 +109,11 @@ struct DraftCandidate {
   // A tree's per-node gains (Proposer::node_gains), at least max_drafts of them;
   // empty: a chain, whose draft j adds acceptance^j.
   std::span<const double> node_gains;
+  // With a draft model: the rows it must compute before this sequence's
+  // first draft (Sequence::num_draft_lag, the tokens it has not seen since
+  // the sequence last drafted, a new request's whole prompt). The first
+  // draft pays for them in the first pass.
+  int32_t catch_up = 0;
 };
 
 // Draft lengths, one per candidate (each in 0..max_drafts), maximizing
@@ -109,7 +123,8 @@ struct DraftCandidate {
 // So when every token costs the same (compute-bound), no draft is worth it.
 // With draft_cost (a draft model's forward time by batched tokens), the
 // drafting counts too: one batched forward per draft position, over the
-// sequences drafting that deep. first_draft_seconds: what each of a
+// sequences drafting that deep, the first pass carrying each drafting
+// sequence's catch-up rows as well. first_draft_seconds: what each of a
 // sequence's first `costly_drafts` drafts costs to make (Medusa: a tree of n
 // nodes runs min(n, heads) heads for its sequence; the nodes beyond come
 // from the same heads' logits).

@@ -10,7 +10,7 @@
 namespace pagoda {
 namespace {
 
-DraftCandidate chain(double acceptance, int32_t max_drafts) { return {acceptance, max_drafts, {}}; }
+DraftCandidate chain(double acceptance, int32_t max_drafts) { return {acceptance, max_drafts, {}, 0}; }
 
 // Useful tokens of a plan: the base batch's, plus a + ... + a^k per sequence.
 double expected_tokens(std::span<const DraftCandidate> c, const std::vector<int32_t>& k, int32_t base) {
@@ -38,25 +38,33 @@ TEST(StepCostModel, InterpolatesAndStaysMonotone) {
   EXPECT_DOUBLE_EQ(one.seconds(8), 4.0);
 }
 
-TEST(StepCostModel, LearnsTheOverheadOfRealSteps) {
+TEST(StepCostModel, ScalesTheProfileToRealSteps) {
   const std::vector<std::pair<int32_t, double>> forward = {{1, 1.0}, {2, 1.5}, {4, 2.0}};
-  StepCostModel constant(forward);
-  for (int i = 0; i < 50; ++i) constant.observe(1, 1.5);  // every step 0.5 s more than its forward
-  EXPECT_NEAR(constant.seconds(1), 1.5, 1e-9);
-  EXPECT_NEAR(constant.seconds(4), 2.5, 1e-9);  // one size seen: a constant, no slope
-  EXPECT_DOUBLE_EQ(constant.forward_seconds(4), 2.0);
+  // A steady batch: every step one size, 1.5x its profile. The steps'
+  // sizes say nothing of what more tokens cost; the profile scaled says
+  // they cost 1.5x what it measured (an offset alone would say 1x).
+  StepCostModel steady(forward);
+  for (int i = 0; i < 50; ++i) steady.observe(1, 1.5);
+  EXPECT_NEAR(steady.seconds(1), 1.5, 1e-9);
+  EXPECT_NEAR(steady.seconds(4), 3.0, 1e-9);
+  EXPECT_DOUBLE_EQ(steady.forward_seconds(4), 2.0);
 
-  StepCostModel per_token(forward);  // sampling: 0.1 s per token on top of 0.2 s per step
+  // Steps of two sizes at 1.5x their profile plus 0.2 s: the line follows
+  // them (the origin's small weight pulls it by ~1%).
+  StepCostModel spread(forward);
   for (int i = 0; i < 100; ++i) {
     const int32_t n = i % 2 ? 1 : 4;
-    per_token.observe(n, per_token.forward_seconds(n) + 0.2 + 0.1 * n);
+    spread.observe(n, 1.5 * spread.forward_seconds(n) + 0.2);
   }
-  EXPECT_NEAR(per_token.seconds(2), 1.5 + 0.2 + 0.2, 1e-6);
-  EXPECT_NEAR(per_token.seconds(8), 3.0 + 0.2 + 0.8, 1e-6);  // the forward's last segment, extended
+  EXPECT_NEAR(spread.seconds(2), 1.5 * 1.5 + 0.2, 0.03);
+  EXPECT_NEAR(spread.seconds(8), 1.5 * 3.0 + 0.2, 0.06);  // the forward's last segment, extended
 
-  StepCostModel faster(forward);  // larger steps ran relatively faster: the slope stays 0
-  for (int i = 0; i < 100; ++i) faster.observe(i % 2 ? 1 : 4, i % 2 ? 1.0 : 1.0);
-  for (int32_t n = 1; n < 8; ++n) EXPECT_LE(faster.seconds(n), faster.seconds(n + 1));
+  // Larger steps ran relatively faster: the scale stops at 0.5, steps stay
+  // monotone and finite.
+  StepCostModel faster(forward);
+  for (int i = 0; i < 100; ++i) faster.observe(i % 2 ? 1 : 4, 1.0);
+  for (int32_t n = 1; n < 8; ++n) EXPECT_LT(faster.seconds(n), faster.seconds(n + 1));
+  EXPECT_NEAR(faster.seconds(8) - faster.seconds(4), 0.5 * (3.0 - 2.0), 1e-9);
   faster.observe(2, std::nan(""));
   EXPECT_TRUE(std::isfinite(faster.seconds(2)));
 }
@@ -169,6 +177,26 @@ TEST(PlanDraftLengths, ADraftModelsForwardsCount) {
   // Batched sequences share a pass: two sequences draft as deep as one.
   const std::vector<DraftCandidate> two = {chain(0.8, 8), chain(0.8, 8)};
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, &slow_draft), (std::vector<int32_t>{2, 2}));
+}
+
+TEST(PlanDraftLengths, ADraftModelsCatchUpCounts) {
+  // Free verification; the draft model's forward costs 1 ms per row.
+  const StepCostModel flat({{1, 10e-3}, {512, 10e-3}});
+  const StepCostModel per_row({{1, 1e-3}, {512, 512e-3}});
+  // Caught up: k drafts at acceptance 0.5 give 2 - 0.5^k tokens in 10 + k
+  // ms, best at k = 2 (1.75 in 12).
+  const std::vector<DraftCandidate> fresh = {{0.5, 8, {}, 0}};
+  EXPECT_EQ(plan_draft_lengths(flat, 1, fresh, &per_row), (std::vector<int32_t>{2}));
+  // 4 rows behind: the first pass costs 5 ms, so it drafts deeper to pay
+  // the catch-up back (1.875 tokens in 17 ms beat 1.75 in 16).
+  const std::vector<DraftCandidate> behind = {{0.5, 8, {}, 4}};
+  EXPECT_EQ(plan_draft_lengths(flat, 1, behind, &per_row), (std::vector<int32_t>{3}));
+  // 64 rows behind (a new request's prompt): under 2 tokens for 75+ ms lose
+  // to 1 token in 10.
+  const std::vector<DraftCandidate> prompt = {{0.5, 8, {}, 64}};
+  EXPECT_EQ(plan_draft_lengths(flat, 1, prompt, &per_row), (std::vector<int32_t>{0}));
+  // Without a draft model nothing is caught up: the lag is not counted.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, prompt), (std::vector<int32_t>{8}));
 }
 
 TEST(PlanDraftLengths, APerSequenceDraftingCostCounts) {
