@@ -5,6 +5,9 @@
 #                                          lookahead auto / medusa auto, median of 5 total tok/s
 #   bench/run_spec_bench.sh sweep          bench throughput at --max-seqs 1, 4, 16, 64,
 #                                          none vs ngram / draft / lookahead / medusa auto, 3 alternating rounds
+#   bench/run_spec_bench.sh pairs [ROUNDS]  the same at --max-seqs 4, 16, 64, paired: none and the method run at
+#                                          once, one thread each, pinned to CPUs 0 and 1 (swapped every round), so
+#                                          both see the same machine; median of ROUNDS (default 6) ratios
 # THREADS (default 2), BIN (default build/pagoda), DRAFT (default models/pagoda-small-draft.gguf),
 # LOOKAHEAD (W,N,G, default 1,5,2).
 set -euo pipefail
@@ -43,5 +46,24 @@ case "${1:-batch1}" in
         done
       done
     done ;;
-  *) echo "usage: $0 batch1 [TEMP] | sweep" >&2; exit 2 ;;
+  pairs)
+    rounds=${2:-6}
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    one() {  # CPU METHOD OUT
+      taskset -c "$1" "$bin" bench throughput -m "$model" --num-prompts 128 --input-len 64 --output-len 128 --max-seqs $c \
+          -t 1 --spec "$2" --draft-model "$draft" --lookahead "$la" --json 2>/dev/null > "$3"
+    }
+    for c in 4 16 64; do
+      for s in ngram draft lookahead medusa; do
+        ratios=""
+        for round in $(seq "$rounds"); do
+          a=$((round % 2)); b=$((1 - a))
+          one $a none "$tmp/none.json" & one $b $s "$tmp/spec.json" & wait
+          ratios+=" $(python3 -c "import json; n=json.load(open('$tmp/none.json')); s=json.load(open('$tmp/spec.json'));
+print('%.3f' % (s['output_tokens_per_s'] / n['output_tokens_per_s']))")"
+        done
+        echo "C=$c $s/none: median $(python3 -c "import statistics,sys; print('%.3f' % statistics.median(map(float, sys.argv[1:])))" $ratios) [$ratios ]"
+      done
+    done ;;
+  *) echo "usage: $0 batch1 [TEMP] | sweep | pairs [ROUNDS]" >&2; exit 2 ;;
 esac
