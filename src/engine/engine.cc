@@ -615,6 +615,8 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   // Could drafts accepted half as often as perfect ones pay (a chain of
   // them in place of each sequence the planner left without drafts and
   // whose record is empty or faded)? Only then is such a sequence probed.
+  // A probe pays a draft model's whole lag, not a share: it may be the
+  // sequence's only draft.
   std::vector<int32_t> ideal;
   bool probe = false;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -623,7 +625,8 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
   if (probe) {
     std::vector<DraftCandidate> best = candidates;
-    for (DraftCandidate& c : best) c = {1.0, c.max_drafts, {}, c.catch_up};
+    for (size_t i = 0; i < best.size(); ++i)
+      best[i] = {1.0, best[i].max_drafts, {}, draft_ ? choices[i]->seq.num_draft_lag : 0};
     ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
                                tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5);
   }
