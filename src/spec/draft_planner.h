@@ -109,10 +109,11 @@ struct DraftCandidate {
   // A tree's per-node gains (Proposer::node_gains), at least max_drafts of them;
   // empty: a chain, whose draft j adds acceptance^j.
   std::span<const double> node_gains;
-  // With a draft model: the rows it must compute before this sequence's
-  // first draft (Sequence::num_draft_lag, the tokens it has not seen since
-  // the sequence last drafted, a new request's whole prompt). The first
-  // draft pays for them in the first pass.
+  // With a draft model: the catch-up rows this sequence's first draft is
+  // charged in the first pass. The draft must compute the tokens it has not
+  // seen since the sequence last drafted (Sequence::num_draft_lag; a new
+  // request's whole prompt); the engine charges that lag spread over the
+  // next steps, or whole where a probe may be the only draft.
   int32_t catch_up = 0;
 };
 
