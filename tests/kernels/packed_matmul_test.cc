@@ -158,8 +158,45 @@ void fused_unaligned_offsets(DType t) {
   }
 }
 
+// Rows long enough that a prefill sweeps several cache-sized chunks of
+// groups (the nibble formats expand each chunk before sweeping it: every
+// chunk must be expanded from its own groups and stored at its own rows).
+void long_rows_cross_chunks(DType t) {
+  const int64_t n_in = 4096, n_out = 163;  // 11 groups of 16, 2 KiB+ each
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd;
+  Weights w = make_weights(t, n_in, n_out, rng);
+  WeightView packed = w.view;
+  PackedWeights store;
+  ThreadPool pool1(1);
+  WeightView* pw = &packed;
+  ASSERT_GT(store.pack(&pw, 1, pool1), 0u);
+  for (int64_t n_tokens : {15, 16, 31}) {
+    std::vector<float> x(n_tokens * n_in);
+    for (auto& v : x) v = nd(rng);
+    std::vector<float> want(n_tokens * n_out), scale(n_tokens * n_out);
+    for (int64_t tk = 0; tk < n_tokens; ++tk)
+      for (int64_t r = 0; r < n_out; ++r) {
+        double s = 0;
+        for (int64_t k = 0; k < n_in; ++k) s += std::fabs(w.deq[r * n_in + k] * x[tk * n_in + k]);
+        scale[tk * n_out + r] = static_cast<float>(s);
+      }
+    matmul(w.view, x.data(), n_in, n_tokens, want.data(), n_out, pool1);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      std::vector<float> got(n_tokens * n_out, -7.0f);
+      matmul(packed, x.data(), n_in, n_tokens, got.data(), n_out, pool);
+      expect_close(got, want, scale, "tokens " + std::to_string(n_tokens) + " threads " + std::to_string(threads));
+    }
+  }
+}
+
 TEST_P(PackedMatmul, MatchesScalarReference) {
   for_each_isa([&] { matches_scalar_reference(GetParam()); });
+}
+TEST_P(PackedMatmul, LongRowsCrossChunks) {
+  if (dtype_block_size(GetParam()) == 1) GTEST_SKIP() << "float rows: covered above";
+  for_each_isa([&] { long_rows_cross_chunks(GetParam()); });
 }
 TEST_P(PackedMatmul, FusedUnalignedOffsets) {
   for_each_isa([&] { fused_unaligned_offsets(GetParam()); });
@@ -168,7 +205,7 @@ TEST_P(PackedMatmul, FusedUnalignedOffsets) {
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
-                                           DType::kQ6_K),
+                                           DType::kQ6_K, DType::kIQ4_NL),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every matrix is packed on a SIMD ISA (fewer than 16 rows, any row

@@ -6,6 +6,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>

@@ -585,6 +585,109 @@ void set_packed(IsaKernels& k, WKind kind) {
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
 }
 
+// Prefill of the nibble formats (P = PQ4_0, PQ4_1, PQ5_0, PQ5_1, PIQ4NL)
+// through an expanded copy: unpacking nibbles inside the tile costs 3-5
+// port-0/5 µops per weight vector for every T tokens (the 3 x 3 Q4_0 tile
+// spends 36 of its ~144 such µops per block there, vs 72 vpdpbusd), so a
+// chunk of groups is first expanded, once for all the tokens, to one u8 per
+// weight in Q8_0's vector order (PX<P>: vector v holds elements 4v..4v+3
+// of the 16 rows, then P's scales and mins unchanged), and swept with
+// Q8_0's wider tile and P's own dot and offset: the same integer block
+// dots, so the results are those of the direct tile.
+template <class P>
+struct PX {
+  static constexpr int kQBytes = 512;
+  static constexpr int kOffset = P::kOffset;
+  static constexpr bool kMin = P::kMin;
+  static constexpr int kScaleBytes = kMin ? 64 : 32;  // per block: scales, then mins
+  static void step(const uint8_t* q, int i, VI& w0, VI& w1) { PQ8_0::step(q, i, w0, w1); }
+  static constexpr int off0(int i) { return PQ8_0::off0(i); }
+  static constexpr int off1(int i) { return PQ8_0::off1(i); }
+  static VI dot(VI acc, VI w, VI x) { return P::dot(acc, w, x); }
+  // Group g of the packed copy into out (group_bytes(n_in) bytes).
+  static void expand_group(const uint8_t* q, int64_t nb, uint8_t* out) {
+    for (int64_t b = 0; b < nb; ++b)
+      for (int i = 0; i < 4; ++i) {
+        VI w0, w1;
+        P::step(q + b * P::kQBytes, i, w0, w1);
+        V::store_i(out + b * kQBytes + 16 * P::off0(i), w0);
+        V::store_i(out + b * kQBytes + 16 * P::off1(i), w1);
+      }
+    std::memcpy(out + nb * kQBytes, q + nb * P::kQBytes, static_cast<size_t>(nb * kScaleBytes));
+  }
+  static int64_t group_bytes(int64_t n_in) { return n_in / 32 * (kQBytes + kScaleBytes); }
+};
+
+template <class P>
+struct KX {
+  template <int RG, int T>
+  struct K {
+    static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PX<P>, RG, T>(a, g, t); }
+  };
+};
+
+// Token counts from which the expanded copy pays (a group's expansion
+// costs about what 8 tokens save).
+constexpr int64_t kExpandMinTokens = 16;
+
+// This thread's expansion buffer (64-byte aligned, grown on demand, kept);
+// nullptr if it cannot be allocated (the caller takes the direct path).
+inline uint8_t* expand_buffer(int64_t bytes) {
+  struct Buffer {
+    uint8_t* p = nullptr;
+    int64_t n = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buf;
+  if (buf.n < bytes) {
+    std::free(buf.p);
+    const int64_t n = (bytes + 63) / 64 * 64;
+    buf.p = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(n)));
+    buf.n = buf.p != nullptr ? n : 0;
+  }
+  return buf.p;
+}
+
+// packed_rows<K, RG, T, RGd> below kExpandMinTokens; from there, chunks
+// of groups expanded (PX<P>) and swept by XRG x XT tiles.
+template <template <int, int> class K, class P, int RG, int T, int RGd, int XRG, int XT>
+void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t g0 = r0 / kPackRows, g1 = (r1 + kPackRows - 1) / kPackRows;
+  const int64_t nb = a.n_in / 32;
+  const int64_t xbytes = PX<P>::group_bytes(a.n_in);
+  const int64_t chunk = std::min(g1 - g0, std::max<int64_t>(XRG, kPackChunkBytes / xbytes / XRG * XRG));
+  uint8_t* buf = a.n_tokens >= kExpandMinTokens ? expand_buffer(chunk * xbytes) : nullptr;
+  if (buf == nullptr) {
+    packed_rows<K, RG, T, RGd>(a, r0, r1);
+    return;
+  }
+  using Set = TileSet<KX<P>::template K, XRG, XT>;
+  MatmulArgs x = a;
+  x.wp = buf;
+  x.group_bytes = static_cast<size_t>(xbytes);
+  for (int64_t gc = g0; gc < g1; gc += chunk) {
+    const int64_t n = std::min(g1, gc + chunk) - gc;
+    for (int64_t g = 0; g < n; ++g) PX<P>::expand_group(a.wp + (gc + g) * a.group_bytes, nb, buf + g * xbytes);
+    x.y = a.y + kPackRows * gc;  // the tiles see group gc as group 0
+    x.n_out = a.n_out - kPackRows * gc;
+    for (int64_t t = 0; t < a.n_tokens; t += XT) {
+      const int nt = static_cast<int>(std::min<int64_t>(XT, a.n_tokens - t));
+      int64_t g = 0;
+      for (; g + XRG <= n; g += XRG) Set::full[nt - 1](x, g, t);
+      for (; g < n; ++g) Set::single[nt - 1](x, g, t);
+    }
+  }
+}
+
+// Registers packed_rows_expanded for `kind`: prefill work is cut in whole
+// XRG-group tiles, decode in RGd groups.
+template <template <int, int> class K, class P, int RG, int T, int RGd, int XRG, int XT>
+void set_packed_expanded(IsaKernels& k, WKind kind) {
+  k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, P, RG, T, RGd, XRG, XT>;
+  k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
+  k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+}
+
 template <int RG, int T>
 struct KQ4_0 {
   static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PQ4_0, RG, T>(a, g, t); }

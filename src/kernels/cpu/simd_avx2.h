@@ -43,6 +43,11 @@ struct V {
     const auto* q = static_cast<const __m256i*>(p);
     return {_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
   }
+  static void store_i(void* p, I a) {
+    auto* q = static_cast<__m256i*>(p);
+    _mm256_storeu_si256(q, a.lo);
+    _mm256_storeu_si256(q + 1, a.hi);
+  }
   static I set1_i8(char v) { return {_mm256_set1_epi8(v), _mm256_set1_epi8(v)}; }
   static I set1_i32(int32_t v) { return {_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
   static I zero_i() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }

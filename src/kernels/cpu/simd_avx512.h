@@ -35,6 +35,7 @@ struct V {
 
   // Integer lanes.
   static I load_i(const void* p) { return _mm512_loadu_si512(p); }
+  static void store_i(void* p, I a) { _mm512_storeu_si512(p, a); }
   static I set1_i8(char v) { return _mm512_set1_epi8(v); }
   static I set1_i32(int32_t v) { return _mm512_set1_epi32(v); }
   static I zero_i() { return _mm512_setzero_si512(); }

@@ -16,7 +16,7 @@
 //   tails (first n lanes, 0 <= n <= 16, the rest read as 0 or `fill`, not
 //     written): load_f_part, load_f_part_or, load_f16_part, store_f_part;
 //   int: hsum_i32, store_i8 (16 int32 in [-128, 127] to int8);
-//   the packed integer dots (x86 only, cpu/packed_tiles_inl.h): load_i,
+//   the packed integer dots (x86 only, cpu/packed_tiles_inl.h): load_i, store_i,
 //     set1_i8, set1_i32, zero_i, and_i, or_i, srli16 / slli16 (16-bit
 //     lanes), add_i32, mullo_i32, dot_u8s8(acc, w, x) (sum of 4 u8 x s8
 //     products per int32 lane, w <= 63), dot_q8 with kQ8Offset (Q8_0 stored
