@@ -218,9 +218,10 @@ void tile_q8_0r(const MatmulArgs& a, int64_t g, int64_t t0) {
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
 // zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
 // sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
-template <bool kFive, int RG, int T>
+// P: the sub-blocks' quant layout (PQ4_0, PQ5_0 for Q5_K, or their
+// expanded copy PX).
+template <class P, int RG, int T>
 void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
-  using P = std::conditional_t<kFive, PQ5_0, PQ4_0>;  // the sub-block quant layout
   constexpr int kSub = P::kQBytes;
   const int64_t nsb = a.n_in / 256;
   const uint8_t* q[RG];
@@ -247,8 +248,8 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
         VI w0[RG], w1[RG];
         for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * kSub, i, w0[r], w1[r]);
         for (int t = 0; t < T; ++t) {
-          const VI xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
-          const VI xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
+          const VI xa = bcast32(x[t] + 256 * b + 32 * j + P::off0(i));
+          const VI xb = bcast32(x[t] + 256 * b + 32 * j + P::off1(i));
           for (int r = 0; r < RG; ++r) {
             is[r][t] = V::dot_u8s8(is[r][t], w0[r], xa);
             is[r][t] = V::dot_u8s8(is[r][t], w1[r], xb);
@@ -585,27 +586,28 @@ void set_packed(IsaKernels& k, WKind kind) {
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
 }
 
-// Prefill of the nibble formats (P = PQ4_0, PQ4_1, PQ5_0, PQ5_1, PIQ4NL)
-// through an expanded copy: unpacking nibbles inside the tile costs 3-5
-// port-0/5 µops per weight vector for every T tokens (the 3 x 3 Q4_0 tile
-// spends 36 of its ~144 such µops per block there, vs 72 vpdpbusd), so a
-// chunk of groups is first expanded, once for all the tokens, to one u8 per
-// weight in Q8_0's vector order (PX<P>: vector v holds elements 4v..4v+3
-// of the 16 rows, then P's scales and mins unchanged), and swept with
-// Q8_0's wider tile and P's own dot and offset: the same integer block
-// dots, so the results are those of the direct tile.
+// Prefill of the nibble formats (P = PQ4_0, PQ4_1, PQ5_0, PQ5_1, PIQ4NL,
+// and the sub-blocks of Q4_K / Q5_K) through an expanded copy: unpacking
+// nibbles inside the tile costs 3-5 port-0/5 µops per weight vector for
+// every T tokens (the 3 x 3 Q4_0 tile spends 36 of its ~144 such µops per
+// block there, vs 72 vpdpbusd), so a chunk of groups is first expanded,
+// once for all the tokens, to one u8 per weight in Q8_0's vector order
+// (PX<P>: vector v holds elements 4v..4v+3 of the 16 rows; the group's
+// scales, mins and other metadata follow unchanged), and swept with a
+// tile that reads PX<P>: the same integer block dots, so the results are
+// those of the direct tile.
 template <class P>
 struct PX {
   static constexpr int kQBytes = 512;
   static constexpr int kOffset = P::kOffset;
   static constexpr bool kMin = P::kMin;
-  static constexpr int kScaleBytes = kMin ? 64 : 32;  // per block: scales, then mins
   static void step(const uint8_t* q, int i, VI& w0, VI& w1) { PQ8_0::step(q, i, w0, w1); }
   static constexpr int off0(int i) { return PQ8_0::off0(i); }
   static constexpr int off1(int i) { return PQ8_0::off1(i); }
   static VI dot(VI acc, VI w, VI x) { return P::dot(acc, w, x); }
-  // Group g of the packed copy into out (group_bytes(n_in) bytes).
-  static void expand_group(const uint8_t* q, int64_t nb, uint8_t* out) {
+  // A group of the packed copy (nb blocks of quants, then `meta` bytes)
+  // into out (group_bytes(nb, meta) bytes).
+  static void expand_group(const uint8_t* q, int64_t nb, int64_t meta, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b)
       for (int i = 0; i < 4; ++i) {
         VI w0, w1;
@@ -613,16 +615,24 @@ struct PX {
         V::store_i(out + b * kQBytes + 16 * P::off0(i), w0);
         V::store_i(out + b * kQBytes + 16 * P::off1(i), w1);
       }
-    std::memcpy(out + nb * kQBytes, q + nb * P::kQBytes, static_cast<size_t>(nb * kScaleBytes));
+    std::memcpy(out + nb * kQBytes, q + nb * P::kQBytes, static_cast<size_t>(meta));
   }
-  static int64_t group_bytes(int64_t n_in) { return n_in / 32 * (kQBytes + kScaleBytes); }
+  static int64_t group_bytes(int64_t nb, int64_t meta) { return nb * kQBytes + meta; }
 };
 
+// The tiles over expanded copies: 32-blocks (tile_q) and Q4_K / Q5_K.
 template <class P>
-struct KX {
+struct KXQ {
   template <int RG, int T>
   struct K {
     static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_q<PX<P>, RG, T>(a, g, t); }
+  };
+};
+template <class P>
+struct KXK45 {
+  template <int RG, int T>
+  struct K {
+    static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PX<P>, RG, T>(a, g, t); }
   };
 };
 
@@ -649,25 +659,27 @@ inline uint8_t* expand_buffer(int64_t bytes) {
 }
 
 // packed_rows<K, RG, T, RGd> below kExpandMinTokens; from there, chunks
-// of groups expanded (PX<P>) and swept by XRG x XT tiles.
-template <template <int, int> class K, class P, int RG, int T, int RGd, int XRG, int XT>
+// of groups expanded (PX<P>) and swept by XRG x XT tiles of KX.
+template <template <int, int> class K, template <int, int> class KX, class P, int RG, int T, int RGd, int XRG,
+          int XT>
 void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t g0 = r0 / kPackRows, g1 = (r1 + kPackRows - 1) / kPackRows;
   const int64_t nb = a.n_in / 32;
-  const int64_t xbytes = PX<P>::group_bytes(a.n_in);
+  const int64_t meta = static_cast<int64_t>(a.group_bytes) - nb * P::kQBytes;
+  const int64_t xbytes = PX<P>::group_bytes(nb, meta);
   const int64_t chunk = std::min(g1 - g0, std::max<int64_t>(XRG, kPackChunkBytes / xbytes / XRG * XRG));
   uint8_t* buf = a.n_tokens >= kExpandMinTokens ? expand_buffer(chunk * xbytes) : nullptr;
   if (buf == nullptr) {
     packed_rows<K, RG, T, RGd>(a, r0, r1);
     return;
   }
-  using Set = TileSet<KX<P>::template K, XRG, XT>;
+  using Set = TileSet<KX, XRG, XT>;
   MatmulArgs x = a;
   x.wp = buf;
   x.group_bytes = static_cast<size_t>(xbytes);
   for (int64_t gc = g0; gc < g1; gc += chunk) {
     const int64_t n = std::min(g1, gc + chunk) - gc;
-    for (int64_t g = 0; g < n; ++g) PX<P>::expand_group(a.wp + (gc + g) * a.group_bytes, nb, buf + g * xbytes);
+    for (int64_t g = 0; g < n; ++g) PX<P>::expand_group(a.wp + (gc + g) * a.group_bytes, nb, meta, buf + g * xbytes);
     x.y = a.y + kPackRows * gc;  // the tiles see group gc as group 0
     x.n_out = a.n_out - kPackRows * gc;
     for (int64_t t = 0; t < a.n_tokens; t += XT) {
@@ -681,9 +693,10 @@ void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
 
 // Registers packed_rows_expanded for `kind`: prefill work is cut in whole
 // XRG-group tiles, decode in RGd groups.
-template <template <int, int> class K, class P, int RG, int T, int RGd, int XRG, int XT>
+template <template <int, int> class K, template <int, int> class KX, class P, int RG, int T, int RGd, int XRG,
+          int XT>
 void set_packed_expanded(IsaKernels& k, WKind kind) {
-  k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, P, RG, T, RGd, XRG, XT>;
+  k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, P, RG, T, RGd, XRG, XT>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
 }
@@ -714,11 +727,11 @@ struct KQ5_1 {
 };
 template <int RG, int T>
 struct KQ4_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<false, RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PQ4_0, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ5_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<true, RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PQ5_0, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ6_K {
