@@ -59,18 +59,18 @@ struct KBF16D {
 }  // namespace
 
 void register_packed_avx512(IsaKernels& k) {
-  set_packed_expanded<KQ4_0, KXQ<PQ4_0>::K, PQ4_0, 3, 3, 4, 2, 6>(k, WKind::kQ4_0);
+  set_packed_expanded<KQ4_0, KXQ<PQ4_0>::K, PX<PQ4_0>, 3, 3, 4, 2, 6>(k, WKind::kQ4_0);
   set_packed<KQ8_0, 2, 6, 4>(k, WKind::kQ8_0);
   set_packed<KQ8_0R, 4, 6, 8>(k, WKind::kQ8_0R);
-  set_packed_expanded<KQ4_1, KXQ<PQ4_1>::K, PQ4_1, 2, 4, 4, 2, 6>(k, WKind::kQ4_1);
-  set_packed_expanded<KQ5_0, KXQ<PQ5_0>::K, PQ5_0, 2, 4, 4, 2, 6>(k, WKind::kQ5_0);
-  set_packed_expanded<KQ5_1, KXQ<PQ5_1>::K, PQ5_1, 2, 4, 4, 2, 6>(k, WKind::kQ5_1);
-  set_packed_expanded<KQ4_K, KXK45<PQ4_0>::K, PQ4_0, 2, 4, 4, 2, 4>(k, WKind::kQ4_K);
-  set_packed_expanded<KQ5_K, KXK45<PQ5_0>::K, PQ5_0, 2, 4, 4, 2, 4>(k, WKind::kQ5_K);
-  set_packed<KQ6_K, 2, 4, 4>(k, WKind::kQ6_K);
+  set_packed_expanded<KQ4_1, KXQ<PQ4_1>::K, PX<PQ4_1>, 2, 4, 4, 2, 6>(k, WKind::kQ4_1);
+  set_packed_expanded<KQ5_0, KXQ<PQ5_0>::K, PX<PQ5_0>, 2, 4, 4, 2, 6>(k, WKind::kQ5_0);
+  set_packed_expanded<KQ5_1, KXQ<PQ5_1>::K, PX<PQ5_1>, 2, 4, 4, 2, 6>(k, WKind::kQ5_1);
+  set_packed_expanded<KQ4_K, KXK45<PQ4_0>::K, PX<PQ4_0>, 2, 4, 4, 2, 4>(k, WKind::kQ4_K);
+  set_packed_expanded<KQ5_K, KXK45<PQ5_0>::K, PX<PQ5_0>, 2, 4, 4, 2, 4>(k, WKind::kQ5_K);
+  set_packed_expanded<KQ6_K, KXK16<true>::K, XK16<true>, 2, 4, 4, 2, 4>(k, WKind::kQ6_K);
   set_packed<KQ2_K, 2, 4, 4>(k, WKind::kQ2_K);
-  set_packed<KQ3_K, 2, 4, 4>(k, WKind::kQ3_K);
-  set_packed_expanded<KIQ4_NL, KXQ<PIQ4NL>::K, PIQ4NL, 2, 4, 4, 2, 6>(k, WKind::kIQ4_NL);
+  set_packed_expanded<KQ3_K, KXK16<false>::K, XK16<false>, 2, 4, 4, 2, 4>(k, WKind::kQ3_K);
+  set_packed_expanded<KIQ4_NL, KXQ<PIQ4NL>::K, PX<PIQ4NL>, 2, 4, 4, 2, 6>(k, WKind::kIQ4_NL);
   set_packed<KIQ4_XS, 2, 4, 4>(k, WKind::kIQ4_XS);
   set_packed<KF32, 3, 8, 8>(k, WKind::kF32);
   set_packed<KF16, 3, 8, 8>(k, WKind::kF16);

@@ -302,7 +302,9 @@ inline VI q6_high(VI h) {
 // Q6_K: each 16-element half of a sub-block is 4 k-steps accumulated from
 // -32 * sum(x) (the Q8_K block sums), then scaled by d * sc * dx.
 // Q3_K (kSix false): the same without the high bits, from -4 * sum(x).
-template <bool kSix, int RG, int T>
+// kExpanded: the weights as one u8 each (XK16: k-step i of half h of
+// sub-block j at 256 * (2 * (8 * b + j) + h) + 64 * i), then the metadata.
+template <bool kSix, bool kExpanded, int RG, int T>
 void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
   constexpr int kOffset = kSix ? -32 : -4;
   const int64_t nsb = a.n_in / 256;
@@ -312,7 +314,7 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int r = 0; r < RG; ++r) {
     low[r] = a.wp + (g + r) * a.group_bytes;
     high[r] = low[r] + nsb * kPackQ6KLow;
-    meta[r] = high[r] + (kSix ? nsb * kPackQ6KHigh : 0);
+    meta[r] = kExpanded ? low[r] + nsb * 4096 : high[r] + (kSix ? nsb * kPackQ6KHigh : 0);
   }
   const KActs<T> acts(a, t0);
   const int8_t* const* x = acts.xq;
@@ -334,12 +336,16 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
           for (int r = 0; r < RG; ++r) is[r][t] = init;
         }
         [[maybe_unused]] VI h[RG];
-        if constexpr (kSix)
+        if constexpr (kSix && !kExpanded)
           for (int r = 0; r < RG; ++r) h[r] = V::load_i(high[r] + b * kPackQ6KHigh + j * 128 + half * 64);
         auto step = [&](auto ic) {
           constexpr int i = decltype(ic)::value;
           VI w[RG];
           for (int r = 0; r < RG; ++r) {
+            if constexpr (kExpanded) {
+              w[r] = V::load_i(low[r] + 256 * (2 * (8 * b + j) + half) + 64 * i);
+              continue;
+            }
             const VI raw = V::load_i(low[r] + b * kPackQ6KLow + j * 256 + 64 * i);
             const VI nib = half == 0 ? V::and_i(raw, m4) : V::and_i(V::srli16(raw, 4), m4);
             if constexpr (kSix)
@@ -605,19 +611,49 @@ struct PX {
   static constexpr int off0(int i) { return PQ8_0::off0(i); }
   static constexpr int off1(int i) { return PQ8_0::off1(i); }
   static VI dot(VI acc, VI w, VI x) { return P::dot(acc, w, x); }
-  // A group of the packed copy (nb blocks of quants, then `meta` bytes)
-  // into out (group_bytes(nb, meta) bytes).
-  static void expand_group(const uint8_t* q, int64_t nb, int64_t meta, uint8_t* out) {
-    for (int64_t b = 0; b < nb; ++b)
+  // The expander interface of packed_rows_expanded: a group's quant bytes
+  // in the packed copy and expanded, and the expansion of the quants.
+  static int64_t src_quant_bytes(int64_t n_in) { return n_in / 32 * P::kQBytes; }
+  static int64_t quant_bytes(int64_t n_in) { return n_in / 32 * kQBytes; }
+  static void expand(const uint8_t* q, int64_t n_in, uint8_t* out) {
+    for (int64_t b = 0; b < n_in / 32; ++b)
       for (int i = 0; i < 4; ++i) {
         VI w0, w1;
         P::step(q + b * P::kQBytes, i, w0, w1);
         V::store_i(out + b * kQBytes + 16 * P::off0(i), w0);
         V::store_i(out + b * kQBytes + 16 * P::off1(i), w1);
       }
-    std::memcpy(out + nb * kQBytes, q + nb * P::kQBytes, static_cast<size_t>(meta));
   }
-  static int64_t group_bytes(int64_t nb, int64_t meta) { return nb * kQBytes + meta; }
+};
+
+// The expander for Q6_K / Q3_K (tile_k16<kSix, true>): each k-step vector
+// of a 16-element half, as the direct tile builds it.
+template <bool kSix>
+struct XK16 {
+  static int64_t src_quant_bytes(int64_t n_in) { return n_in / 256 * (kPackQ6KLow + (kSix ? kPackQ6KHigh : 0)); }
+  static int64_t quant_bytes(int64_t n_in) { return n_in / 256 * 4096; }
+  template <int I>
+  static void half(const uint8_t* low, const uint8_t* high, int half, uint8_t* out) {
+    const VI m4 = V::set1_i8(0x0F);
+    const VI raw = V::load_i(low + 64 * I);
+    VI w = half == 0 ? V::and_i(raw, m4) : V::and_i(V::srli16(raw, 4), m4);
+    if constexpr (kSix) w = V::or_i(w, q6_high<I>(V::load_i(high + half * 64)));
+    V::store_i(out + 64 * I, w);
+  }
+  static void expand(const uint8_t* q, int64_t n_in, uint8_t* out) {
+    const int64_t nsb = n_in / 256;
+    for (int64_t b = 0; b < nsb; ++b)
+      for (int j = 0; j < 8; ++j)
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* low = q + b * kPackQ6KLow + j * 256;
+          const uint8_t* high = q + nsb * kPackQ6KLow + b * kPackQ6KHigh + j * 128;
+          uint8_t* o = out + 256 * (2 * (8 * b + j) + h);
+          half<0>(low, high, h, o);
+          half<1>(low, high, h, o);
+          half<2>(low, high, h, o);
+          half<3>(low, high, h, o);
+        }
+  }
 };
 
 // The tiles over expanded copies: 32-blocks (tile_q) and Q4_K / Q5_K.
@@ -633,6 +669,13 @@ struct KXK45 {
   template <int RG, int T>
   struct K {
     static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PX<P>, RG, T>(a, g, t); }
+  };
+};
+template <bool kSix>
+struct KXK16 {
+  template <int RG, int T>
+  struct K {
+    static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<kSix, true, RG, T>(a, g, t); }
   };
 };
 
@@ -659,14 +702,14 @@ inline uint8_t* expand_buffer(int64_t bytes) {
 }
 
 // packed_rows<K, RG, T, RGd> below kExpandMinTokens; from there, chunks
-// of groups expanded (PX<P>) and swept by XRG x XT tiles of KX.
-template <template <int, int> class K, template <int, int> class KX, class P, int RG, int T, int RGd, int XRG,
+// of groups expanded (E: PX<P> or XK16) and swept by XRG x XT tiles of KX.
+template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd, int XRG,
           int XT>
 void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t g0 = r0 / kPackRows, g1 = (r1 + kPackRows - 1) / kPackRows;
-  const int64_t nb = a.n_in / 32;
-  const int64_t meta = static_cast<int64_t>(a.group_bytes) - nb * P::kQBytes;
-  const int64_t xbytes = PX<P>::group_bytes(nb, meta);
+  const int64_t src_q = E::src_quant_bytes(a.n_in), xq = E::quant_bytes(a.n_in);
+  const int64_t meta = static_cast<int64_t>(a.group_bytes) - src_q;
+  const int64_t xbytes = xq + meta;
   const int64_t chunk = std::min(g1 - g0, std::max<int64_t>(XRG, kPackChunkBytes / xbytes / XRG * XRG));
   uint8_t* buf = a.n_tokens >= kExpandMinTokens ? expand_buffer(chunk * xbytes) : nullptr;
   if (buf == nullptr) {
@@ -679,7 +722,11 @@ void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
   x.group_bytes = static_cast<size_t>(xbytes);
   for (int64_t gc = g0; gc < g1; gc += chunk) {
     const int64_t n = std::min(g1, gc + chunk) - gc;
-    for (int64_t g = 0; g < n; ++g) PX<P>::expand_group(a.wp + (gc + g) * a.group_bytes, nb, meta, buf + g * xbytes);
+    for (int64_t g = 0; g < n; ++g) {
+      const uint8_t* src = a.wp + (gc + g) * a.group_bytes;
+      E::expand(src, a.n_in, buf + g * xbytes);
+      std::memcpy(buf + g * xbytes + xq, src + src_q, static_cast<size_t>(meta));
+    }
     x.y = a.y + kPackRows * gc;  // the tiles see group gc as group 0
     x.n_out = a.n_out - kPackRows * gc;
     for (int64_t t = 0; t < a.n_tokens; t += XT) {
@@ -693,10 +740,10 @@ void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
 
 // Registers packed_rows_expanded for `kind`: prefill work is cut in whole
 // XRG-group tiles, decode in RGd groups.
-template <template <int, int> class K, template <int, int> class KX, class P, int RG, int T, int RGd, int XRG,
+template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd, int XRG,
           int XT>
 void set_packed_expanded(IsaKernels& k, WKind kind) {
-  k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, P, RG, T, RGd, XRG, XT>;
+  k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, E, RG, T, RGd, XRG, XT>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
 }
@@ -735,11 +782,11 @@ struct KQ5_K {
 };
 template <int RG, int T>
 struct KQ6_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<true, RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<true, false, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ3_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<false, RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k16<false, false, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KIQ4_NL {
