@@ -36,7 +36,7 @@ void register_packed_avx2(IsaKernels& k) {
   set_packed<KQ5_1, 1, 4, 2>(k, WKind::kQ5_1);
   set_packed<KQ4_K, 1, 4, 2>(k, WKind::kQ4_K);
   set_packed<KQ5_K, 1, 4, 2>(k, WKind::kQ5_K);
-  set_packed<KQ6_K, 1, 4, 2>(k, WKind::kQ6_K);
+  set_packed_expanded<KQ6_K, KXK16<true>::K, XK16<true>, 1, 4, 2, 1, 4>(k, WKind::kQ6_K);
   set_packed<KQ2_K, 1, 4, 2>(k, WKind::kQ2_K);
   set_packed<KQ3_K, 1, 4, 2>(k, WKind::kQ3_K);
   set_packed<KIQ4_NL, 1, 4, 2>(k, WKind::kIQ4_NL);
