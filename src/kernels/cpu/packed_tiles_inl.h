@@ -703,8 +703,7 @@ inline uint8_t* expand_buffer(int64_t bytes) {
 
 // packed_rows<K, RG, T, RGd> below kExpandMinTokens; from there, chunks
 // of groups expanded (E: PX<P> or XK16) and swept by XRG x XT tiles of KX.
-template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd, int XRG,
-          int XT>
+template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd, int XRG, int XT>
 void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t g0 = r0 / kPackRows, g1 = (r1 + kPackRows - 1) / kPackRows;
   const int64_t src_q = E::src_quant_bytes(a.n_in), xq = E::quant_bytes(a.n_in);
@@ -740,8 +739,7 @@ void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
 
 // Registers packed_rows_expanded for `kind`: prefill work is cut in whole
 // XRG-group tiles, decode in RGd groups.
-template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd, int XRG,
-          int XT>
+template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd, int XRG, int XT>
 void set_packed_expanded(IsaKernels& k, WKind kind) {
   k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, E, RG, T, RGd, XRG, XT>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
