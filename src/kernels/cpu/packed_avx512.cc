@@ -65,8 +65,8 @@ void register_packed_avx512(IsaKernels& k) {
   set_packed_expanded<KQ4_1, KXQ<PQ4_1>::K, PX<PQ4_1>, 2, 4, 4, 2, 6>(k, WKind::kQ4_1);
   set_packed_expanded<KQ5_0, KXQ<PQ5_0>::K, PX<PQ5_0>, 2, 4, 4, 2, 6>(k, WKind::kQ5_0);
   set_packed_expanded<KQ5_1, KXQ<PQ5_1>::K, PX<PQ5_1>, 2, 4, 4, 2, 6>(k, WKind::kQ5_1);
-  set_packed_expanded<KQ4_K, KXK45<PQ4_0>::K, PX<PQ4_0>, 2, 4, 4, 2, 4>(k, WKind::kQ4_K);
-  set_packed_expanded<KQ5_K, KXK45<PQ5_0>::K, PX<PQ5_0>, 2, 4, 4, 2, 4>(k, WKind::kQ5_K);
+  set_packed_expanded<KQ4_K, KXK45<PQ4_0>::K, XK45<PQ4_0>, 2, 4, 4, 2, 4>(k, WKind::kQ4_K);
+  set_packed_expanded<KQ5_K, KXK45<PQ5_0>::K, XK45<PQ5_0>, 2, 4, 4, 2, 4>(k, WKind::kQ5_K);
   set_packed_expanded<KQ6_K, KXK16<true>::K, XK16<true>, 2, 4, 4, 2, 4>(k, WKind::kQ6_K);
   set_packed<KQ2_K, 2, 4, 4>(k, WKind::kQ2_K);
   set_packed_expanded<KQ3_K, KXK16<false>::K, XK16<false>, 2, 4, 4, 2, 4>(k, WKind::kQ3_K);
