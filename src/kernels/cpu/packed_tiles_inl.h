@@ -303,7 +303,9 @@ inline VI q6_high(VI h) {
 // -32 * sum(x) (the Q8_K block sums), then scaled by d * sc * dx.
 // Q3_K (kSix false): the same without the high bits, from -4 * sum(x).
 // kExpanded: the weights as one u8 each (XK16: k-step i of half h of
-// sub-block j at 256 * (2 * (8 * b + j) + h) + 64 * i), then the metadata.
+// sub-block j at 256 * (2 * (8 * b + j) + h) + 64 * i), the metadata, then
+// each half's d * sc as 16 floats: halves are summed in float (a convert
+// and an FMA instead of vpmulld, 2 µops on port 0, and an add).
 template <bool kSix, bool kExpanded, int RG, int T>
 void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
   constexpr int kOffset = kSix ? -32 : -4;
@@ -311,10 +313,12 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
   const uint8_t* low[RG];
   const uint8_t* high[RG];
   const uint8_t* meta[RG];
+  [[maybe_unused]] const float* dsc[RG];
   for (int r = 0; r < RG; ++r) {
     low[r] = a.wp + (g + r) * a.group_bytes;
     high[r] = low[r] + nsb * kPackQ6KLow;
     meta[r] = kExpanded ? low[r] + nsb * 4096 : high[r] + (kSix ? nsb * kPackQ6KHigh : 0);
+    dsc[r] = reinterpret_cast<const float*>(meta[r] + nsb * kPackQ6KMeta);
   }
   const KActs<T> acts(a, t0);
   const int8_t* const* x = acts.xq;
@@ -325,9 +329,14 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
   fill(acc, V::zero_f());
   for (int64_t b = 0; b < nsb; ++b) {
     // Integer sum over the super-block: each 16-element half's exact dot
-    // times its int8 scale (|sum| < 2^28), one float FMA per super-block.
-    VI isb[RG][T];
-    fill(isb, V::zero_i());
+    // times its int8 scale (|sum| < 2^28), one float FMA per super-block
+    // (expanded: the float sum of each half's dot times d * sc).
+    [[maybe_unused]] VI isb[RG][T];
+    [[maybe_unused]] VF fsb[RG][T];
+    if constexpr (kExpanded)
+      fill(fsb, V::zero_f());
+    else
+      fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
       for (int half = 0; half < 2; ++half) {
         VI is[RG][T];
@@ -363,15 +372,27 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
         step(std::integral_constant<int, 2>{});
         step(std::integral_constant<int, 3>{});
         for (int r = 0; r < RG; ++r) {
-          const VI sc = V::i8x16_to_i32(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half));
-          for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+          if constexpr (kExpanded) {
+            const VF sc = V::load_f(dsc[r] + 16 * (16 * b + 2 * j + half));
+            for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
+          } else {
+            const VI sc = V::i8x16_to_i32(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half));
+            for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+          }
         }
       }
     }
-    for (int r = 0; r < RG; ++r) {
-      const VF dv = V::load_f16(meta[r] + b * kPackQ6KMeta + 256);
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+    if constexpr (kExpanded) {
+      for (int t = 0; t < T; ++t) {
+        const VF dx = V::set1_f(xd[t][b]);
+        for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
+      }
+    } else {
+      for (int r = 0; r < RG; ++r) {
+        const VF dv = V::load_f16(meta[r] + b * kPackQ6KMeta + 256);
+        for (int t = 0; t < T; ++t)
+          acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+      }
     }
   }
   for (int t = 0; t < T; ++t)
@@ -634,8 +655,17 @@ template <bool kSix>
 struct XK16 {
   static int64_t src_quant_bytes(int64_t n_in) { return n_in / 256 * (kPackQ6KLow + (kSix ? kPackQ6KHigh : 0)); }
   static int64_t quant_bytes(int64_t n_in) { return n_in / 256 * 4096; }
-  static int64_t extra_bytes(int64_t) { return 0; }
-  static void expand_extra(const uint8_t*, int64_t, uint8_t*) {}
+  // Each half's d * sc (exact: an f16 times an int8).
+  static int64_t extra_bytes(int64_t n_in) { return n_in / 256 * 1024; }
+  static void expand_extra(const uint8_t* meta, int64_t n_in, uint8_t* out) {
+    auto* f = reinterpret_cast<float*>(out);
+    for (int64_t b = 0; b < n_in / 256; ++b) {
+      const uint8_t* m = meta + b * kPackQ6KMeta;
+      const VF d = V::load_f16(m + 256);
+      for (int k = 0; k < 16; ++k)
+        V::store_f(f + 16 * (16 * b + k), V::mul(d, V::cvt_i_f(V::i8x16_to_i32(m + 16 * k))));
+    }
+  }
   template <int I>
   static void half(const uint8_t* low, const uint8_t* high, int half, uint8_t* out) {
     const VI m4 = V::set1_i8(0x0F);
