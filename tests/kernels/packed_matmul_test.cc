@@ -205,7 +205,7 @@ TEST_P(PackedMatmul, FusedUnalignedOffsets) {
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmul,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
-                                           DType::kQ6_K, DType::kQ3_K, DType::kIQ4_NL),
+                                           DType::kQ6_K, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_NL, DType::kIQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every matrix is packed on a SIMD ISA (fewer than 16 rows, any row

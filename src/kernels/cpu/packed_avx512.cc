@@ -71,7 +71,7 @@ void register_packed_avx512(IsaKernels& k) {
   set_packed<KQ2_K, 2, 4, 4>(k, WKind::kQ2_K);
   set_packed_expanded<KQ3_K, KXK16<false>::K, XK16<false>, 2, 4, 4, 2, 4>(k, WKind::kQ3_K);
   set_packed_expanded<KIQ4_NL, KXQ<PIQ4NL>::K, PX<PIQ4NL>, 2, 4, 4, 2, 6>(k, WKind::kIQ4_NL);
-  set_packed<KIQ4_XS, 2, 4, 4>(k, WKind::kIQ4_XS);
+  set_packed_expanded<KIQ4_XS, KXIQ4XS, XIQ4XS, 2, 4, 4, 2, 4>(k, WKind::kIQ4_XS);
   set_packed<KF32, 3, 8, 8>(k, WKind::kF32);
   set_packed<KF16, 3, 8, 8>(k, WKind::kF16);
   set_packed<KBF16, 3, 8, 8>(k, WKind::kBF16);

@@ -401,15 +401,23 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
 
 // IQ4_XS: each 32-element sub-block an IQ4_NL-style block from
 // kQ8Offset * sum(x of the sub-block) (the Q8_K sums), times its signed
-// scale, one float FMA per super-block.
-template <int RG, int T>
+// scale, one float FMA per super-block. kExpanded: the quants as
+// PX<PIQ4NL>, the metadata, then each sub-block's d * sc as 16 floats
+// (XIQ4XS): sub-blocks summed in float (a convert and an FMA instead of
+// vpmulld and an add).
+template <class P>
+struct PX;
+template <bool kExpanded, int RG, int T>
 void tile_iq4_xs(const MatmulArgs& a, int64_t g, int64_t t0) {
+  using P = std::conditional_t<kExpanded, PX<PIQ4NL>, PIQ4NL>;
   const int64_t nsb = a.n_in / 256;
   const uint8_t* q[RG];
   const uint8_t* meta[RG];
+  [[maybe_unused]] const float* dsc[RG];
   for (int r = 0; r < RG; ++r) {
     q[r] = a.wp + (g + r) * a.group_bytes;
-    meta[r] = q[r] + nsb * kPackQ4KQuants;
+    meta[r] = q[r] + nsb * 8 * P::kQBytes;
+    dsc[r] = reinterpret_cast<const float*>(meta[r] + nsb * kPackIQ4XSMeta);
   }
   const KActs<T> acts(a, t0);
   const int8_t* const* x = acts.xq;
@@ -418,20 +426,24 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t g, int64_t t0) {
   VF acc[RG][T];
   fill(acc, V::zero_f());
   for (int64_t b = 0; b < nsb; ++b) {
-    VI isb[RG][T];
-    fill(isb, V::zero_i());
+    [[maybe_unused]] VI isb[RG][T];
+    [[maybe_unused]] VF fsb[RG][T];
+    if constexpr (kExpanded)
+      fill(fsb, V::zero_f());
+    else
+      fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
       VI is[RG][T];
       for (int t = 0; t < T; ++t) {
-        const VI init = V::set1_i32(PIQ4NL::kOffset * (bs[t][16 * b + 2 * j] + bs[t][16 * b + 2 * j + 1]));
+        const VI init = V::set1_i32(P::kOffset * (bs[t][16 * b + 2 * j] + bs[t][16 * b + 2 * j + 1]));
         for (int r = 0; r < RG; ++r) is[r][t] = init;
       }
       for (int i = 0; i < 4; ++i) {
         VI w0[RG], w1[RG];
-        for (int r = 0; r < RG; ++r) PIQ4NL::step(q[r] + (b * 8 + j) * PIQ4NL::kQBytes, i, w0[r], w1[r]);
+        for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * P::kQBytes, i, w0[r], w1[r]);
         for (int t = 0; t < T; ++t) {
-          const VI xa = bcast32(x[t] + 256 * b + 32 * j + 4 * i);
-          const VI xb = bcast32(x[t] + 256 * b + 32 * j + 16 + 4 * i);
+          const VI xa = bcast32(x[t] + 256 * b + 32 * j + P::off0(i));
+          const VI xb = bcast32(x[t] + 256 * b + 32 * j + P::off1(i));
           for (int r = 0; r < RG; ++r) {
             is[r][t] = V::dot_q8(is[r][t], w0[r], xa);
             is[r][t] = V::dot_q8(is[r][t], w1[r], xb);
@@ -439,14 +451,26 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t g, int64_t t0) {
         }
       }
       for (int r = 0; r < RG; ++r) {
-        const VI sc = V::i8x16_to_i32(meta[r] + b * kPackIQ4XSMeta + 32 + 16 * j);
-        for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+        if constexpr (kExpanded) {
+          const VF sc = V::load_f(dsc[r] + 16 * (8 * b + j));
+          for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
+        } else {
+          const VI sc = V::i8x16_to_i32(meta[r] + b * kPackIQ4XSMeta + 32 + 16 * j);
+          for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+        }
       }
     }
-    for (int r = 0; r < RG; ++r) {
-      const VF dv = V::load_f16(meta[r] + b * kPackIQ4XSMeta);
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+    if constexpr (kExpanded) {
+      for (int t = 0; t < T; ++t) {
+        const VF dx = V::set1_f(xd[t][b]);
+        for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
+      }
+    } else {
+      for (int r = 0; r < RG; ++r) {
+        const VF dv = V::load_f16(meta[r] + b * kPackIQ4XSMeta);
+        for (int t = 0; t < T; ++t)
+          acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+      }
     }
   }
   for (int t = 0; t < T; ++t)
@@ -793,6 +817,25 @@ struct KXK45 {
     static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45x<P, RG, T>(a, g, t); }
   };
 };
+// IQ4_XS expanded: PX<PIQ4NL>'s quants, the metadata, then each
+// sub-block's d * sc (exact: an f16 times a 6-bit signed integer).
+struct XIQ4XS : PX<PIQ4NL> {
+  static int64_t extra_bytes(int64_t n_in) { return n_in / 32 * 64; }
+  static void expand_extra(const uint8_t* meta, int64_t n_in, uint8_t* out) {
+    auto* f = reinterpret_cast<float*>(out);
+    for (int64_t b = 0; b < n_in / 256; ++b) {
+      const uint8_t* m = meta + b * kPackIQ4XSMeta;
+      const VF d = V::load_f16(m);
+      for (int j = 0; j < 8; ++j)
+        V::store_f(f + 16 * (8 * b + j), V::mul(d, V::cvt_i_f(V::i8x16_to_i32(m + 32 + 16 * j))));
+    }
+  }
+};
+template <int RG, int T>
+struct KXIQ4XS {
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_iq4_xs<true, RG, T>(a, g, t); }
+};
+
 template <bool kSix>
 struct KXK16 {
   template <int RG, int T>
@@ -915,7 +958,7 @@ struct KIQ4_NL {
 };
 template <int RG, int T>
 struct KIQ4_XS {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_iq4_xs<RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_iq4_xs<false, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ2_K {
