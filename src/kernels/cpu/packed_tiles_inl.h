@@ -565,6 +565,11 @@ struct LdBF16 {
   static VF load(const uint8_t* p) { return V::load_bf16(p); }
 };
 
+// How far ahead decode tiles prefetch each group's stream: 2 KiB took F16
+// decode of the TinyLlama shape from 12.5 to 14.5-14.7 tok/s at 2 threads
+// (1 KiB 14.3-14.5, 4 KiB 14.1-14.2; bench/RESULTS.md 2026-12-04).
+constexpr int64_t kFloatPrefetch = 2048;
+
 template <class L, int RG, int T>
 void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
   const uint8_t* w[RG];
@@ -575,6 +580,13 @@ void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
   fill(acc, V::zero_f());
   const int64_t n = a.n_in;
   for (int64_t k = 0; k < n; ++k) {
+    if constexpr (T == 1) {
+      // Decode: RG streams, each prefetched kFloatPrefetch bytes ahead once
+      // per cache line (the hardware streamer restarts at 4 KiB pages).
+      constexpr int64_t kPerLine = 64 / (16 * L::kBytes);
+      if (k % kPerLine == 0)
+        for (int r = 0; r < RG; ++r) __builtin_prefetch(w[r] + k * 16 * L::kBytes + kFloatPrefetch);
+    }
     VF wv[RG];
     for (int r = 0; r < RG; ++r) wv[r] = L::load(w[r] + k * 16 * L::kBytes);
     for (int t = 0; t < T; ++t) {
