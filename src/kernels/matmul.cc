@@ -5,6 +5,8 @@
 // whole groups of 16.
 #include "kernels/matmul.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -131,6 +133,8 @@ struct Bound {
 // none under kMinChunkMacs multiply-adds (each claim moves a cache line
 // between cores: a tiny model's decode matmuls stay one chunk per thread);
 // each a whole number of the kernel's tiles (no single-group tails).
+// Decode prefetches matrices from this size (decode_prefetch_on()).
+constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
 constexpr int64_t kChunksPerThread = 12;
 constexpr int64_t kMinChunkMacs = 1 << 20;
 int64_t chunk_rows(const IsaKernels& k, int kind, int64_t rows, int64_t n_in, int64_t n_tokens, int threads) {
@@ -152,6 +156,9 @@ Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
     b.fn = k.packed[kind];
     b.args.wp = static_cast<const uint8_t*>(w.packed);
     b.args.group_bytes = cpu::packed_group_bytes(static_cast<cpu::WKind>(kind), w.n_in);
+    b.args.prefetch = decode_prefetch_on() &&
+                      static_cast<int64_t>(b.args.group_bytes) * ((w.n_out + cpu::kPackRows - 1) / cpu::kPackRows) >=
+                          kPrefetchMatrixBytes;
   } else {
     b.fn = cpu::kernels_scalar().rows[kind];  // no packed copy: the reference
   }
@@ -161,6 +168,22 @@ Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
 }  // namespace
 
 void set_min_parallel_macs(int64_t macs) { g_min_parallel_macs.store(macs, std::memory_order_relaxed); }
+
+namespace {
+std::atomic<int64_t> g_weight_bytes{0};
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const long c = l3 > 0 ? l3 : l2;
+    return c > 0 ? static_cast<int64_t>(c) : int64_t{32} << 20;
+  }();
+  return bytes;
+}
+}  // namespace
+
+void note_weight_bytes(int64_t bytes) { g_weight_bytes.fetch_add(bytes, std::memory_order_relaxed); }
+bool decode_prefetch_on() { return g_weight_bytes.load(std::memory_order_relaxed) > last_level_cache_bytes(); }
 
 float dot_f32(const float* a, const float* b, int64_t n) { return cpu::active_kernels().dot_f32(a, b, n); }
 

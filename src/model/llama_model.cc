@@ -297,6 +297,7 @@ size_t LlamaModel::repack(ThreadPool& pool, const std::string& pack_cache_dir) {
         file_->release_pages(w.data, w.row_bytes() * w.n_out);  // every row is in the packed copy
       },
       &cache);
+  kernels::note_weight_bytes(static_cast<int64_t>(packed_.bytes()));
   return added;
 }
 

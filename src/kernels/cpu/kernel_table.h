@@ -46,6 +46,7 @@ struct MatmulArgs {
   int64_t x_stride = 0;
   ActQ8 act;  // quantized activations (integer kernels)
   int64_t n_tokens = 0;
+  bool prefetch = false;  // streamed from memory: decode tiles prefetch ahead (kernels::note_weight_bytes)
   float* y = nullptr;
   int64_t y_stride = 0;
 };

@@ -47,6 +47,12 @@ inline void fill(X (&tile)[RG][T], X v) {
     for (int t = 0; t < T; ++t) tile[r][t] = v;
 }
 
+// How far ahead decode tiles prefetch each group's stream: 2 KiB took F16
+// decode of the TinyLlama shape from 12.5 to 14.5-14.7 tok/s at 2 threads
+// (1 KiB 14.3-14.5, 4 KiB 14.1-14.2; bench/RESULTS.md 2026-12-04).
+constexpr int64_t kFloatPrefetch = 2048;
+constexpr int64_t kQuantPrefetch = 2048;
+
 inline VI bcast32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -148,6 +154,14 @@ void tile_q(const MatmulArgs& a, int64_t g, int64_t t0) {
   VF acc[RG][T];
   fill(acc, V::zero_f());
   for (int64_t b = 0; b < nb; ++b) {
+    if (T == 1 && a.prefetch) {
+      // Decode: the quants' and the scales' streams of every group, each
+      // kQuantPrefetch bytes of quants ahead (see kFloatPrefetch).
+      for (int r = 0; r < RG; ++r) {
+        for (int l = 0; l < P::kQBytes; l += 64) __builtin_prefetch(q[r] + b * P::kQBytes + kQuantPrefetch + l);
+        if (b % 2 == 0) __builtin_prefetch(sc[r] + 32 * b + kQuantPrefetch * 32 / P::kQBytes);
+      }
+    }
     VI is[RG][T];
     for (int t = 0; t < T; ++t) {
       const VI init = V::set1_i32(P::kOffset * xs[t][b]);  // zero when kOffset is
@@ -242,6 +256,13 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
     VI isb[RG][T];
     fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
+      if (T == 1 && a.prefetch) {  // decode: prefetch the streams (kQuantPrefetch)
+        for (int r = 0; r < RG; ++r) {
+          for (int l = 0; l < kSub; l += 64) __builtin_prefetch(q[r] + (b * 8 + j) * kSub + kQuantPrefetch + l);
+          if (j == 0)
+            for (int l = 0; l < kPackQ4KMeta; l += 64) __builtin_prefetch(meta[r] + (b + 1) * kPackQ4KMeta + l);
+        }
+      }
       VI is[RG][T];
       fill(is, V::zero_i());
       for (int i = 0; i < 4; ++i) {
@@ -338,6 +359,16 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
     else
       fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
+      if (T == 1 && !kExpanded && a.prefetch) {  // decode: prefetch the streams (kQuantPrefetch)
+        for (int r = 0; r < RG; ++r) {
+          for (int l = 0; l < 256; l += 64) __builtin_prefetch(low[r] + b * kPackQ6KLow + j * 256 + kQuantPrefetch + l);
+          if constexpr (kSix)
+            for (int l = 0; l < 128; l += 64)
+              __builtin_prefetch(high[r] + b * kPackQ6KHigh + j * 128 + kQuantPrefetch / 2 + l);
+          if (j == 0)
+            for (int l = 0; l < kPackQ6KMeta; l += 64) __builtin_prefetch(meta[r] + (b + 1) * kPackQ6KMeta + l);
+        }
+      }
       for (int half = 0; half < 2; ++half) {
         VI is[RG][T];
         for (int t = 0; t < T; ++t) {
@@ -565,11 +596,6 @@ struct LdBF16 {
   static VF load(const uint8_t* p) { return V::load_bf16(p); }
 };
 
-// How far ahead decode tiles prefetch each group's stream: 2 KiB took F16
-// decode of the TinyLlama shape from 12.5 to 14.5-14.7 tok/s at 2 threads
-// (1 KiB 14.3-14.5, 4 KiB 14.1-14.2; bench/RESULTS.md 2026-12-04).
-constexpr int64_t kFloatPrefetch = 2048;
-
 template <class L, int RG, int T>
 void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
   const uint8_t* w[RG];
@@ -580,7 +606,7 @@ void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
   fill(acc, V::zero_f());
   const int64_t n = a.n_in;
   for (int64_t k = 0; k < n; ++k) {
-    if constexpr (T == 1) {
+    if (T == 1 && a.prefetch) {
       // Decode: RG streams, each prefetched kFloatPrefetch bytes ahead once
       // per cache line (the hardware streamer restarts at 4 KiB pages).
       constexpr int64_t kPerLine = 64 / (16 * L::kBytes);
