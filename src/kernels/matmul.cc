@@ -127,14 +127,15 @@ struct Bound {
   cpu::MatmulArgs args;
 };
 
+// Decode prefetches matrices from this size (decode_prefetch_on()).
+constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
+
 // Rows per work chunk the threads claim (ThreadPool::parallel_chunks): up
 // to kChunksPerThread chunks per thread so a thread slowed by its vCPU's
 // neighbours hands work to the others instead of holding the join, but
 // none under kMinChunkMacs multiply-adds (each claim moves a cache line
 // between cores: a tiny model's decode matmuls stay one chunk per thread);
 // each a whole number of the kernel's tiles (no single-group tails).
-// Decode prefetches matrices from this size (decode_prefetch_on()).
-constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
 constexpr int64_t kChunksPerThread = 12;
 constexpr int64_t kMinChunkMacs = 1 << 20;
 int64_t chunk_rows(const IsaKernels& k, int kind, int64_t rows, int64_t n_in, int64_t n_tokens, int threads) {

@@ -80,6 +80,19 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_LE(std::fabs(got[i] - want[i]), 2e-5f * scale[i] + 1e-6f) << what << " at " << i;
 }
 
+// sum_k |w[r][k] x[t][k]| for every token and row: the error scale.
+std::vector<float> abs_dot_scale(const Weights& w, const std::vector<float>& x, int64_t n_in, int64_t n_out,
+                                 int64_t n_tokens) {
+  std::vector<float> scale(n_tokens * n_out);
+  for (int64_t tk = 0; tk < n_tokens; ++tk)
+    for (int64_t r = 0; r < n_out; ++r) {
+      double s = 0;
+      for (int64_t k = 0; k < n_in; ++k) s += std::fabs(w.deq[r * n_in + k] * x[tk * n_in + k]);
+      scale[tk * n_out + r] = static_cast<float>(s);
+    }
+  return scale;
+}
+
 void matches_scalar_reference(DType t) {
   const int64_t block = dtype_block_size(t);
   const bool quant = block > 1;
@@ -100,13 +113,7 @@ void matches_scalar_reference(DType t) {
       for (int64_t n_tokens : {1, 2, 3, 4, 5, 8, 12, 13, 17, 30}) {
         std::vector<float> x(n_tokens * n_in);
         for (auto& v : x) v = nd(rng);
-        std::vector<float> scale(n_tokens * n_out);
-        for (int64_t tk = 0; tk < n_tokens; ++tk)
-          for (int64_t r = 0; r < n_out; ++r) {
-            double s = 0;
-            for (int64_t k = 0; k < n_in; ++k) s += std::fabs(w.deq[r * n_in + k] * x[tk * n_in + k]);
-            scale[tk * n_out + r] = static_cast<float>(s);
-          }
+        const std::vector<float> scale = abs_dot_scale(w, x, n_in, n_out, n_tokens);
         std::vector<float> want(n_tokens * n_out);
         matmul(w.view, x.data(), n_in, n_tokens, want.data(), n_out, pool1);
         for (int threads : {1, 2, 3}) {
@@ -174,13 +181,8 @@ void long_rows_cross_chunks(DType t) {
   for (int64_t n_tokens : {15, 16, 31}) {
     std::vector<float> x(n_tokens * n_in);
     for (auto& v : x) v = nd(rng);
-    std::vector<float> want(n_tokens * n_out), scale(n_tokens * n_out);
-    for (int64_t tk = 0; tk < n_tokens; ++tk)
-      for (int64_t r = 0; r < n_out; ++r) {
-        double s = 0;
-        for (int64_t k = 0; k < n_in; ++k) s += std::fabs(w.deq[r * n_in + k] * x[tk * n_in + k]);
-        scale[tk * n_out + r] = static_cast<float>(s);
-      }
+    std::vector<float> want(n_tokens * n_out);
+    const std::vector<float> scale = abs_dot_scale(w, x, n_in, n_out, n_tokens);
     matmul(w.view, x.data(), n_in, n_tokens, want.data(), n_out, pool1);
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
@@ -197,6 +199,32 @@ TEST_P(PackedMatmul, MatchesScalarReference) {
 TEST_P(PackedMatmul, LongRowsCrossChunks) {
   if (dtype_block_size(GetParam()) == 1) GTEST_SKIP() << "float rows: covered above";
   for_each_isa([&] { long_rows_cross_chunks(GetParam()); });
+}
+// Decode with the prefetches on (weights beyond the last-level cache,
+// matrices of 2 MiB and more): the same outputs as the reference.
+void decode_prefetch_matches(DType t) {
+  const int64_t n_in = 4096, n_out = 1024;  // >= 2 MiB for every packable type
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd;
+  Weights w = make_weights(t, n_in, n_out, rng);
+  WeightView packed = w.view;
+  PackedWeights store;
+  ThreadPool pool1(1);
+  WeightView* pw = &packed;
+  ASSERT_GT(store.pack(&pw, 1, pool1), 0u);
+  std::vector<float> x(n_in);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> want(n_out), got(n_out);
+  matmul(w.view, x.data(), n_in, 1, want.data(), n_out, pool1);
+  ThreadPool pool(2);
+  matmul(packed, x.data(), n_in, 1, got.data(), n_out, pool);
+  expect_close(got, want, abs_dot_scale(w, x, n_in, n_out, 1), "decode with prefetch");
+}
+
+TEST_P(PackedMatmul, DecodePrefetchKeepsResults) {
+  note_weight_bytes(int64_t{1} << 50);  // more than any cache: on for the rest of this process
+  ASSERT_TRUE(decode_prefetch_on());
+  for_each_isa([&] { decode_prefetch_matches(GetParam()); });
 }
 TEST_P(PackedMatmul, FusedUnalignedOffsets) {
   for_each_isa([&] { fused_unaligned_offsets(GetParam()); });

@@ -232,17 +232,24 @@ void tile_q8_0r(const MatmulArgs& a, int64_t g, int64_t t0) {
 // Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
 // zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
 // sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
-// P: the sub-blocks' quant layout (PQ4_0, PQ5_0 for Q5_K; prefill over an
-// expanded copy takes tile_k45x).
-template <class P, int RG, int T>
+// P: the sub-blocks' quant layout (PQ4_0, PQ5_0 for Q5_K). kExpanded:
+// prefill over XK45<P>'s copy (the quants as PX<P>, the metadata, then each
+// sub-block's d * sc as 16 floats): sub-blocks summed in float (a convert
+// and an FMA instead of vpmulld, 2 µops on port 0, and an add).
+template <class P>
+struct PX;
+template <class P0, bool kExpanded, int RG, int T>
 void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
+  using P = std::conditional_t<kExpanded, PX<P0>, P0>;
   constexpr int kSub = P::kQBytes;
   const int64_t nsb = a.n_in / 256;
   const uint8_t* q[RG];
   const uint8_t* meta[RG];
+  [[maybe_unused]] const float* dsc[RG];
   for (int r = 0; r < RG; ++r) {
     q[r] = a.wp + (g + r) * a.group_bytes;
     meta[r] = q[r] + nsb * 8 * kSub;
+    dsc[r] = reinterpret_cast<const float*>(meta[r] + nsb * kPackQ4KMeta);
   }
   const KActs<T> acts(a, t0);
   const int8_t* const* x = acts.xq;
@@ -252,11 +259,16 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
   fill(acc, V::zero_f());
   for (int64_t b = 0; b < nsb; ++b) {
     // Integer sum over the super-block: each sub-block's exact dot times
-    // its 6-bit scale (|sum| < 2^27), one float FMA per super-block.
-    VI isb[RG][T];
-    fill(isb, V::zero_i());
+    // its 6-bit scale (|sum| < 2^27), one float FMA per super-block
+    // (expanded: the float sum of each sub-block's dot times d * sc).
+    [[maybe_unused]] VI isb[RG][T];
+    [[maybe_unused]] VF fsb[RG][T];
+    if constexpr (kExpanded)
+      fill(fsb, V::zero_f());
+    else
+      fill(isb, V::zero_i());
     for (int j = 0; j < 8; ++j) {
-      if (T == 1 && a.prefetch) {  // decode: prefetch the streams (kQuantPrefetch)
+      if (T == 1 && !kExpanded && a.prefetch) {  // decode: prefetch the streams (kQuantPrefetch)
         for (int r = 0; r < RG; ++r) {
           for (int l = 0; l < kSub; l += 64) __builtin_prefetch(q[r] + (b * 8 + j) * kSub + kQuantPrefetch + l);
           if (j == 0)
@@ -278,14 +290,26 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
         }
       }
       for (int r = 0; r < RG; ++r) {
-        const VI sc = V::u8x16_to_i32(meta[r] + b * kPackQ4KMeta + 64 + 16 * j);
-        for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+        if constexpr (kExpanded) {
+          const VF sc = V::load_f(dsc[r] + 16 * (8 * b + j));
+          for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
+        } else {
+          const VI sc = V::u8x16_to_i32(meta[r] + b * kPackQ4KMeta + 64 + 16 * j);
+          for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+        }
       }
     }
-    for (int r = 0; r < RG; ++r) {
-      const VF dv = V::load_f16(meta[r] + b * kPackQ4KMeta);
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+    if constexpr (kExpanded) {
+      for (int t = 0; t < T; ++t) {
+        const VF dx = V::set1_f(xd[t][b]);
+        for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
+      }
+    } else {
+      for (int r = 0; r < RG; ++r) {
+        const VF dv = V::load_f16(meta[r] + b * kPackQ4KMeta);
+        for (int t = 0; t < T; ++t)
+          acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+      }
     }
     VI ms[RG][T];
     fill(ms, V::zero_i());
@@ -436,8 +460,6 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
 // PX<PIQ4NL>, the metadata, then each sub-block's d * sc as 16 floats
 // (XIQ4XS): sub-blocks summed in float (a convert and an FMA instead of
 // vpmulld and an add).
-template <class P>
-struct PX;
 template <bool kExpanded, int RG, int T>
 void tile_iq4_xs(const MatmulArgs& a, int64_t g, int64_t t0) {
   using P = std::conditional_t<kExpanded, PX<PIQ4NL>, PIQ4NL>;
@@ -762,7 +784,7 @@ struct KXQ {
 };
 // Q4_K / Q5_K expanded (P = PQ4_0 / PQ5_0): PX<P>'s quants and the
 // metadata, then each sub-block's scale times d as 16 floats (exact: an
-// f16 times a 6-bit integer), so tile_k45x scales a sub-block's dot with
+// f16 times a 6-bit integer), so tile_k45<P, true> scales a sub-block's dot with
 // one convert and one FMA (vpmulld, 2 µops on port 0, and an add before).
 template <class P>
 struct XK45 : PX<P> {
@@ -778,81 +800,11 @@ struct XK45 : PX<P> {
   }
 };
 
-// tile_k45 over XK45's copy: sub-block dots summed in float through the
-// precomputed d * sc[j], one FMA by dx per super-block.
-template <class P, int RG, int T>
-void tile_k45x(const MatmulArgs& a, int64_t g, int64_t t0) {
-  using X = PX<P>;
-  const int64_t nsb = a.n_in / 256;
-  const uint8_t* q[RG];
-  const uint8_t* meta[RG];
-  const float* dsc[RG];
-  for (int r = 0; r < RG; ++r) {
-    q[r] = a.wp + (g + r) * a.group_bytes;
-    meta[r] = q[r] + nsb * 8 * X::kQBytes;
-    dsc[r] = reinterpret_cast<const float*>(meta[r] + nsb * kPackQ4KMeta);
-  }
-  const KActs<T> acts(a, t0);
-  const int8_t* const* x = acts.xq;
-  const float* const* xd = acts.xd;
-  const int16_t* const* bs = acts.bs;
-  VF acc[RG][T];
-  fill(acc, V::zero_f());
-  for (int64_t b = 0; b < nsb; ++b) {
-    VF fsb[RG][T];
-    fill(fsb, V::zero_f());
-    for (int j = 0; j < 8; ++j) {
-      VI is[RG][T];
-      fill(is, V::zero_i());
-      for (int i = 0; i < 4; ++i) {
-        VI w0[RG], w1[RG];
-        for (int r = 0; r < RG; ++r) X::step(q[r] + (b * 8 + j) * X::kQBytes, i, w0[r], w1[r]);
-        for (int t = 0; t < T; ++t) {
-          const VI xa = bcast32(x[t] + 256 * b + 32 * j + X::off0(i));
-          const VI xb = bcast32(x[t] + 256 * b + 32 * j + X::off1(i));
-          for (int r = 0; r < RG; ++r) {
-            is[r][t] = V::dot_u8s8(is[r][t], w0[r], xa);
-            is[r][t] = V::dot_u8s8(is[r][t], w1[r], xb);
-          }
-        }
-      }
-      for (int r = 0; r < RG; ++r) {
-        const VF sc = V::load_f(dsc[r] + 16 * (8 * b + j));
-        for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const VF dx = V::set1_f(xd[t][b]);
-      for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
-    }
-    VI ms[RG][T];
-    fill(ms, V::zero_i());
-    for (int p = 0; p < 4; ++p) {
-      VI mv[RG];
-      for (int r = 0; r < RG; ++r) mv[r] = V::u8x32_to_i16(meta[r] + b * kPackQ4KMeta + 192 + 32 * p);
-      for (int t = 0; t < T; ++t) {
-        const int16_t* s = bs[t] + 16 * b + 4 * p;
-        const auto lo = static_cast<uint16_t>(s[0] + s[1]);
-        const auto hi = static_cast<uint16_t>(s[2] + s[3]);
-        const VI pair = V::set1_i32(static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16)));
-        for (int r = 0; r < RG; ++r) ms[r][t] = V::dot_s16(ms[r][t], mv[r], pair);
-      }
-    }
-    for (int r = 0; r < RG; ++r) {
-      const VF dmin = V::load_f16(meta[r] + b * kPackQ4KMeta + 32);
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = V::fnmadd(V::cvt_i_f(ms[r][t]), V::mul(dmin, V::set1_f(xd[t][b])), acc[r][t]);
-    }
-  }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
-}
-
 template <class P>
 struct KXK45 {
   template <int RG, int T>
   struct K {
-    static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45x<P, RG, T>(a, g, t); }
+    static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<P, true, RG, T>(a, g, t); }
   };
 };
 // IQ4_XS expanded: PX<PIQ4NL>'s quants, the metadata, then each
@@ -976,11 +928,11 @@ struct KQ5_1 {
 };
 template <int RG, int T>
 struct KQ4_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PQ4_0, RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PQ4_0, false, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ5_K {
-  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PQ5_0, RG, T>(a, g, t); }
+  static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_k45<PQ5_0, false, RG, T>(a, g, t); }
 };
 template <int RG, int T>
 struct KQ6_K {
