@@ -609,7 +609,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
       candidates[i].node_gains = tree_gain_rows_[i];
     }
   }
-  const std::vector<int32_t> k =
+  std::vector<int32_t> k =
       plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
                          tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale());
   // Could drafts accepted half as often as perfect ones pay (a chain of
@@ -630,9 +630,23 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
                                tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5);
   }
+  int32_t num_planned = num_base;
+  for (int32_t n : k) num_planned += n;
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
-    const int32_t keep = a.probed(k[i], candidates[i].max_drafts, !ideal.empty() && ideal[i] > 0);
+    int32_t keep = a.probed(k[i], candidates[i].max_drafts, !ideal.empty() && ideal[i] > 0);
+    if (keep > k[i]) {
+      // A probe is paid from the probe budget (its marginal step time, the
+      // draft model's catch-up and drafts, Medusa's heads), or not made.
+      double cost = step_cost_.seconds(num_planned + keep - k[i]) - step_cost_.seconds(num_planned);
+      if (draft_ && !draft_cost_.empty()) cost += draft_cost_.seconds(choices[i]->seq.num_draft_lag + keep);
+      cost += tree_fill_seconds_per_head_ * std::min(keep, std::max(1, tree_fill_depth_));
+      if (probe_budget_.spend(cost)) {
+        num_planned += keep - k[i];
+      } else {
+        keep = k[i];
+      }
+    }
     choices[i]->seq.resize_drafts(static_cast<size_t>(keep));
     choices[i]->spec_planned_gain = planned_gain(candidates[i], keep);
     if (keep == 0) a.fade();
@@ -719,6 +733,7 @@ std::vector<RequestOutput> Engine::step() {
     spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_generated, seconds);
   }
   if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
+  if (spec_auto_) probe_budget_.earn(seconds);
   update(outputs);  // 4. update: drop finished requests
   return outputs;
 }

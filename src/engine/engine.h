@@ -246,6 +246,7 @@ class Engine : private DecodingHost {
   bool tree_gains_ = false;                          // the proposer prices its tree's nodes (Proposer::node_gains)
   GainCalibration gain_calibration_;                 // accepted vs planned drafts, engine-wide
   SpecGate spec_gate_;                               // measured tokens/s with and without drafts, per batch size
+  ProbeBudget probe_budget_;                         // step time probes may still spend
   std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;

@@ -144,4 +144,18 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
   return k;
 }
 
+void ProbeBudget::earn(double seconds) {
+  if (!(seconds > 0)) return;
+  // The cap follows the step time (a slow start-up step must not leave a
+  // burst of credit behind).
+  cap_ = cap_ == 0 ? kShare * kMaxSteps * seconds : 0.9 * cap_ + 0.1 * kShare * kMaxSteps * seconds;
+  credit_ = std::min(credit_ + kShare * seconds, cap_);
+}
+
+bool ProbeBudget::spend(double seconds) {
+  if (seconds > credit_) return false;
+  credit_ -= std::max(0.0, seconds);
+  return true;
+}
+
 }  // namespace pagoda

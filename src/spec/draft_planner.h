@@ -141,6 +141,30 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
 // counts it (before gain_scale).
 double planned_gain(const DraftCandidate& candidate, int32_t k);
 
+// What probing may spend: probes (drafts the planner did not choose, made to
+// refresh a sequence's record, AcceptanceCounts::probed) draw on a credit
+// that grows by kShare of every step's seconds, up to kMaxSteps steps'
+// worth; a probe is made only when the credit covers its marginal step
+// time. At batch 1 a probe costs next to nothing and the credit never
+// binds; in a batch of 64 sequences that fade together, a probe of every
+// sequence each ~30 steps took ~3% of the run where drafts did not pay
+// (bench/RESULTS.md, 2026-12-05) — now at most kShare.
+class ProbeBudget {
+ public:
+  static constexpr double kShare = 0.01;
+  static constexpr double kMaxSteps = 50;
+
+  // A step of `seconds` ran.
+  void earn(double seconds);
+  // Takes `seconds` of credit if there is that much.
+  bool spend(double seconds);
+  double credit() const { return credit_; }
+
+ private:
+  double credit_ = 0;
+  double cap_ = 0;  // kShare x kMaxSteps x a recent step's seconds
+};
+
 // How the planner's expected gains compare with what verification accepts:
 // every verification records the gain its drafts were planned with and the
 // drafts accepted; scale() is accepted / planned over recent verifications

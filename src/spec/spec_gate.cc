@@ -15,7 +15,7 @@ bool SpecGate::allow(int32_t num_seqs) {
   const int64_t step = b.steps++;
   if (b.samples[0] < kMinSamples) return step % 4 != 0;  // plain samples first
   if (b.samples[1] < kMinSamples) return true;
-  const bool faster = b.rate[1] >= b.rate[0] * (1.0 - kMargin);
+  const bool faster = b.rate[1] >= b.rate[0] * (1.0 + kMinGain);
   return step % kProbeEvery == 0 ? !faster : faster;  // the losing arm now and then
 }
 

@@ -107,6 +107,36 @@ TEST(AcceptanceCounts, ProbesNeverVerifiedAndLongPlannedAwaySequences) {
   EXPECT_LT(steps, 40);
 }
 
+TEST(ProbeBudget, ProbesSpendAtMostTheirShareOfStepTime) {
+  ProbeBudget budget;
+  EXPECT_FALSE(budget.spend(1e-6)) << "no credit before a step ran";
+  // Steps of 10 ms; a probe of 1 ms wanted at every one of them.
+  double spent = 0, ran = 0;
+  int32_t probes = 0;
+  for (int step = 0; step < 2000; ++step) {
+    budget.earn(0.010);
+    ran += 0.010;
+    if (budget.spend(0.001)) {
+      spent += 0.001;
+      ++probes;
+    }
+  }
+  EXPECT_LE(spent, ProbeBudget::kShare * ran + 1e-9);
+  EXPECT_GE(spent, 0.9 * ProbeBudget::kShare * ran) << "the share is used, not starved";
+  EXPECT_NEAR(probes, 200, 2);
+  // Credit stops at kMaxSteps steps' worth: no burst after a quiet stretch.
+  for (int step = 0; step < 1000; ++step) budget.earn(0.010);
+  EXPECT_NEAR(budget.credit(), ProbeBudget::kShare * ProbeBudget::kMaxSteps * 0.010, 1e-9);
+  EXPECT_FALSE(budget.spend(budget.credit() * 1.01));
+  EXPECT_TRUE(budget.spend(budget.credit()));
+  // Probes that cost next to nothing (batch 1) are never held back.
+  ProbeBudget cheap;
+  for (int step = 0; step < 100; ++step) {
+    cheap.earn(0.002);
+    EXPECT_TRUE(cheap.spend(0.00001)) << step;
+  }
+}
+
 TEST(OptimisticAcceptance, TriesTheUnknownAndConvergesOnTheKnown) {
   EXPECT_GT(optimistic_acceptance(0, 0, 0.5), 0.75);  // no data: tried
   EXPECT_LT(optimistic_acceptance(0, 4, 0.5), 0.35);  // four straight rejections: not any more

@@ -7,13 +7,13 @@
 namespace pagoda {
 namespace {
 
-// Steps of a simulated machine: each arm's tokens per second with 10%
-// noise. Returns the fraction of steps (after the first 100) that carried
-// drafts.
-double drafted_share(double plain_rate, double drafted_rate, int32_t num_seqs, uint32_t seed) {
+// Steps of a simulated machine: each arm's tokens per second with `sd`
+// relative noise. Returns the fraction of steps (after the first 100) that
+// carried drafts.
+double drafted_share(double plain_rate, double drafted_rate, int32_t num_seqs, uint32_t seed, double sd = 0.1) {
   SpecGate gate;
   std::mt19937 rng(seed);
-  std::normal_distribution<double> noise(1.0, 0.1);
+  std::normal_distribution<double> noise(1.0, sd);
   int32_t drafted = 0, counted = 0;
   for (int step = 0; step < 1000; ++step) {
     const bool d = gate.allow(num_seqs);
@@ -34,6 +34,17 @@ TEST(SpecGate, SpeculatesWhereItMeasuredFasterOnly) {
     EXPECT_GT(drafted_share(1000, 1300, 4, seed), 0.9) << seed;
     // Drafts 20% slower: off, but for the probes.
     EXPECT_LT(drafted_share(1000, 800, 16, seed), 0.1) << seed;
+  }
+}
+
+TEST(SpecGate, DraftsMustMeasureAGainNotParity) {
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    // Drafts as fast as plain steps, or 1% faster: their costs outside the
+    // measured steps make them a loss, so off but for the probes.
+    EXPECT_LT(drafted_share(1000, 1000, 16, seed, 0.01), 0.1) << seed;
+    EXPECT_LT(drafted_share(1000, 1010, 16, seed, 0.01), 0.1) << seed;
+    // 6% faster: worth it.
+    EXPECT_GT(drafted_share(1000, 1060, 16, seed, 0.01), 0.9) << seed;
   }
 }
 
