@@ -93,6 +93,20 @@ std::vector<float> abs_dot_scale(const Weights& w, const std::vector<float>& x, 
   return scale;
 }
 
+// A random matrix and its packed copy (packed on one thread).
+struct PackedMatrix {
+  PackedMatrix(DType t, int64_t n_in, int64_t n_out, std::mt19937& rng)
+      : w(make_weights(t, n_in, n_out, rng)), packed(w.view) {
+    ThreadPool pool(1);
+    WeightView* pw = &packed;
+    packed_bytes = store.pack(&pw, 1, pool);
+  }
+  Weights w;
+  WeightView packed;
+  PackedWeights store;
+  size_t packed_bytes = 0;
+};
+
 void matches_scalar_reference(DType t) {
   const int64_t block = dtype_block_size(t);
   const bool quant = block > 1;
@@ -103,13 +117,12 @@ void matches_scalar_reference(DType t) {
                                                   : std::vector<int64_t>{1, 17, 64, 130};
   for (int64_t n_in : n_ins)
     for (int64_t n_out : {1, 5, 16, 37, 80, 163}) {
-      Weights w = make_weights(t, n_in, n_out, rng);
-      WeightView packed = w.view;
-      PackedWeights store;
-      ThreadPool pool1(1);
-      WeightView* pw = &packed;
-      ASSERT_GT(store.pack(&pw, 1, pool1), 0u);
+      const PackedMatrix m(t, n_in, n_out, rng);
+      const Weights& w = m.w;
+      const WeightView& packed = m.packed;
+      ASSERT_GT(m.packed_bytes, 0u);
       ASSERT_NE(packed.packed, nullptr);
+      ThreadPool pool1(1);
       for (int64_t n_tokens : {1, 2, 3, 4, 5, 8, 12, 13, 17, 30}) {
         std::vector<float> x(n_tokens * n_in);
         for (auto& v : x) v = nd(rng);
@@ -172,12 +185,10 @@ void long_rows_cross_chunks(DType t) {
   const int64_t n_in = 4096, n_out = 163;  // 11 groups of 16, 2 KiB+ each
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
-  Weights w = make_weights(t, n_in, n_out, rng);
-  WeightView packed = w.view;
-  PackedWeights store;
+  const PackedMatrix m(t, n_in, n_out, rng);
+  const Weights& w = m.w;
+  ASSERT_GT(m.packed_bytes, 0u);
   ThreadPool pool1(1);
-  WeightView* pw = &packed;
-  ASSERT_GT(store.pack(&pw, 1, pool1), 0u);
   for (int64_t n_tokens : {15, 16, 31}) {
     std::vector<float> x(n_tokens * n_in);
     for (auto& v : x) v = nd(rng);
@@ -187,7 +198,7 @@ void long_rows_cross_chunks(DType t) {
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       std::vector<float> got(n_tokens * n_out, -7.0f);
-      matmul(packed, x.data(), n_in, n_tokens, got.data(), n_out, pool);
+      matmul(m.packed, x.data(), n_in, n_tokens, got.data(), n_out, pool);
       expect_close(got, want, scale, "tokens " + std::to_string(n_tokens) + " threads " + std::to_string(threads));
     }
   }
@@ -206,18 +217,16 @@ void decode_prefetch_matches(DType t) {
   const int64_t n_in = 4096, n_out = 1024;  // >= 2 MiB for every packable type
   std::mt19937 rng(23);
   std::normal_distribution<float> nd;
-  Weights w = make_weights(t, n_in, n_out, rng);
-  WeightView packed = w.view;
-  PackedWeights store;
+  const PackedMatrix m(t, n_in, n_out, rng);
+  const Weights& w = m.w;
+  ASSERT_GT(m.packed_bytes, 0u);
   ThreadPool pool1(1);
-  WeightView* pw = &packed;
-  ASSERT_GT(store.pack(&pw, 1, pool1), 0u);
   std::vector<float> x(n_in);
   for (auto& v : x) v = nd(rng);
   std::vector<float> want(n_out), got(n_out);
   matmul(w.view, x.data(), n_in, 1, want.data(), n_out, pool1);
   ThreadPool pool(2);
-  matmul(packed, x.data(), n_in, 1, got.data(), n_out, pool);
+  matmul(m.packed, x.data(), n_in, 1, got.data(), n_out, pool);
   expect_close(got, want, abs_dot_scale(w, x, n_in, n_out, 1), "decode with prefetch");
 }
 
