@@ -25,16 +25,21 @@ int32_t SpecGate::bucket(int32_t num_seqs) {
   return std::min<int32_t>(b, 11);
 }
 
-double SpecGate::median_gain(const Bucket& b) {
-  std::array<double, kWindow> g = b.gains;
-  return median(std::span<double>(g.data(), static_cast<size_t>(std::min(b.num_gains, kWindow))));
+double SpecGate::window_gain(const Bucket& b) {
+  double sum = 0, weight = 0;
+  for (int32_t i = 0; i < std::min(b.num_gains, kWindow); ++i) {
+    const Gain& g = b.gains[static_cast<size_t>(i)];
+    sum += g.weight * g.gain;
+    weight += g.weight;
+  }
+  return weight > 0 ? sum / weight : 0;
 }
 
-double SpecGate::gain(int32_t num_seqs) const { return median_gain(buckets_[bucket(num_seqs)]); }
+double SpecGate::gain(int32_t num_seqs) const { return window_gain(buckets_[bucket(num_seqs)]); }
 
 bool SpecGate::measured_off(int32_t num_seqs) const {
   const Bucket& b = buckets_[bucket(num_seqs)];
-  return b.num_gains >= kMinSamples && median_gain(b) < 1.0 + kMinGain;
+  return b.num_gains >= kMinSamples && window_gain(b) < 1.0 + kMinGain;
 }
 
 bool SpecGate::allow(int32_t num_seqs) {
@@ -45,7 +50,7 @@ bool SpecGate::allow(int32_t num_seqs) {
     if (b.pending_drafted >= kMinSamples / 2 || b.num_records == 0) return false;
     return !b.records[static_cast<size_t>((b.num_records - 1) % kRecords)].drafted;
   }
-  const bool faster = median_gain(b) >= 1.0 + kMinGain;
+  const bool faster = window_gain(b) >= 1.0 + kMinGain;
   if (faster != b.faster) {
     b.faster = faster;
     b.probe_every = kProbeEvery;
@@ -62,6 +67,7 @@ void SpecGate::judge(Bucket& b, const Record& r) {
   // The other arm's steps around r, its immediate neighbours left out.
   std::array<double, kRecords> other{};
   size_t num_other = 0, num_same = 0, num_other_all = 0;
+  double other_tokens = 0, other_seconds = 0;
   for (int64_t i = std::max<int64_t>(0, b.num_records - kRecords); i < b.num_records; ++i) {
     const Record& o = b.records[static_cast<size_t>(i % kRecords)];
     const int64_t d = o.step > r.step ? o.step - r.step : r.step - o.step;
@@ -70,15 +76,26 @@ void SpecGate::judge(Bucket& b, const Record& r) {
       ++num_same;
     } else {
       ++num_other_all;
-      if (d > 1) other[num_other++] = o.rate;
+      if (d > 1) {
+        other[num_other++] = o.rate;
+        other_tokens += o.rate * o.seconds;
+        other_seconds += o.seconds;
+      }
     }
   }
   // Only a step of the arm the gate ran less around it is judged (each
   // probe once, not every step beside it); alternating steps both count.
   if (num_other < kMinRefs || num_same > num_other_all + 1) return;
-  const double ref = median(std::span<double>(other.data(), num_other));
-  const double g = r.drafted ? r.rate / ref : ref / r.rate;
-  b.gains[static_cast<size_t>(b.num_gains % kWindow)] = g;
+  // Plain steps are alike: their median rate, which one odd step does not
+  // move. Drafted steps are not (a large tree's step is slower than a
+  // small one's): their tokens over their time.
+  const double ref = r.drafted ? median(std::span<double>(other.data(), num_other)) : other_tokens / other_seconds;
+  // Weighed by the plain tokens the step's time is worth: the window's gain
+  // is then drafted tokens over the time plain steps would have taken for
+  // them (a large tree's slow step counts for its time, not as one step).
+  const double g = std::clamp(r.drafted ? r.rate / ref : ref / r.rate, kMinClamp, kMaxClamp);
+  const double tokens = r.rate * r.seconds;
+  b.gains[static_cast<size_t>(b.num_gains % kWindow)] = {g, r.drafted ? tokens / g : tokens};
   ++b.num_gains;
   // A probe that disagrees with the verdict: probe often again.
   if (b.num_gains > kMinSamples && (g >= 1.0 + kMinGain) != b.faster) b.probe_every = kProbeEvery;
@@ -88,7 +105,7 @@ void SpecGate::record(int64_t step, int32_t num_seqs, bool drafted, int64_t num_
   if (seconds <= 0 || num_generated <= 0) return;
   Bucket& b = buckets_[bucket(num_seqs)];
   b.records[static_cast<size_t>(b.num_records % kRecords)] = {step, static_cast<double>(num_generated) / seconds,
-                                                              drafted};
+                                                              seconds, drafted};
   ++b.num_records;
   if (drafted) ++b.pending_drafted;
   // A step is judged once the steps kReach after it are in (or could have

@@ -58,12 +58,35 @@ TEST(SpecGate, DraftsMustMeasureAGainNotParity) {
 TEST(SpecGate, ContextDriftAndSlowStepsDoNotMislead) {
   for (uint32_t seed = 1; seed <= 5; ++seed) {
     // Both arms 40% slower by the end, one step in 16 three times slower:
-    // drafts 5% slower stay off, 15% faster stay on. A gate comparing the
-    // rare arm's old samples with the frequent arm's new ones, or averaging
-    // the slow steps in, drafts at a loss here.
+    // drafts 5% slower stay off, 20% faster stay on. A gate comparing the
+    // rare arm's old samples with the frequent arm's new ones drafts at a
+    // loss here. (A slow drafted step counts for its time, clamped to twice
+    // a normal one's: at 15% faster the slow steps bring the measured gain
+    // to ~6%, near the margin.)
     EXPECT_LT(drafted_share(1000, 950, 64, seed, 0.02, 0.4, 16), 0.1) << seed;
-    EXPECT_GT(drafted_share(1000, 1150, 64, seed, 0.02, 0.4, 16), 0.9) << seed;
+    EXPECT_GT(drafted_share(1000, 1200, 64, seed, 0.02, 0.4, 16), 0.9) << seed;
   }
+}
+
+TEST(SpecGate, LargeSlowTreesCountForTheirTime) {
+  // Two drafted steps in three carry a small tree, 25% faster than plain
+  // steps; the third a large one, 20% slower and four times as long. Per
+  // step drafts mostly win; per second of the run they lose 5%.
+  SpecGate gate;
+  int64_t drafted_steps = 0, late_drafted = 0;
+  for (int64_t step = 0; step < 2000; ++step) {
+    const bool d = gate.allow(64);
+    if (!d) {
+      gate.record(step, 64, false, 64, 64 / 1000.0);
+      continue;
+    }
+    const bool large = drafted_steps++ % 3 == 2;
+    const int64_t tokens = large ? 256 : 80;
+    gate.record(step, 64, true, tokens, tokens / (large ? 800.0 : 1250.0));
+    if (step >= 1000) ++late_drafted;
+  }
+  EXPECT_LT(gate.gain(64), 1.0);
+  EXPECT_LE(late_drafted, 1000 / SpecGate::kProbeEvery + 1);  // the probes only
 }
 
 TEST(SpecGate, BatchSizesAreJudgedApart) {
