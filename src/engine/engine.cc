@@ -591,10 +591,8 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
   if (choices.empty()) return;
   // A pure-decode step next (every scheduled sequence decoding): the gate
-  // may hold the drafts back where they measured slower. A step that also
-  // prefills is not measured; it follows the gate's verdict for its size.
-  const int32_t num_seqs = static_cast<int32_t>(out.scheduled.size());
-  if (decode_only(out) ? !spec_gate_.allow(num_seqs) : spec_gate_.measured_off(num_seqs)) {
+  // may hold the drafts back where they measured slower.
+  if (decode_only(out) && !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()))) {
     for (Choice* c : choices) {
       c->seq.resize_drafts(0);
       c->spec_planned_gain = 0;
@@ -732,8 +730,7 @@ std::vector<RequestOutput> Engine::step() {
   if (spec_auto_ && decode_only(out)) {
     const bool drafted = std::any_of(out.scheduled.begin(), out.scheduled.end(),
                                      [](const ScheduledSeq& s) { return s.num_draft_tokens > 0; });
-    spec_gate_.record(stats_.stats().num_steps, static_cast<int32_t>(out.scheduled.size()), drafted, num_generated,
-                      seconds);
+    spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_generated, seconds);
   }
   if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
   if (spec_auto_) probe_budget_.earn(seconds);
