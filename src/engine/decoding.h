@@ -84,8 +84,9 @@ class DecodingHost {
   // The target's final-normed hidden state behind a row of this step's
   // logits (a pointer on_logits was given).
   virtual std::span<const float> hidden_of(const float* logits_row) const = 0;
-  // Time spent in the proposer, for the statistics.
+  // Time spent in the proposer, and a proposal asked of it, for the statistics.
   virtual void record_draft_seconds(double seconds) = 0;
+  virtual void record_proposal() = 0;
   // Structured output: the vocabulary as grammars see it (built on first
   // use), and the time one token mask took.
   virtual const grammar::TokenVocab& grammar_vocab() = 0;

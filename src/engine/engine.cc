@@ -590,15 +590,6 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
                           draft_ ? amortized_catch_up(c.seq) : 0});
   }
   if (choices.empty()) return;
-  // A pure-decode step next (every scheduled sequence decoding): the gate
-  // may hold the drafts back where they measured slower.
-  if (decode_only(out) && !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()))) {
-    for (Choice* c : choices) {
-      c->seq.resize_drafts(0);
-      c->spec_planned_gain = 0;
-    }
-    return;
-  }
   if (tree_gains_) {
     // A tree's nodes by their calibrated scores (the sequence's own record
     // of its heads, pulled towards the engine's).
@@ -721,8 +712,14 @@ std::vector<RequestOutput> Engine::step() {
   const std::span<float> logits = runner_->execute(out, *kv_manager_);                     // 2. execute
   scheduler_->on_step_done(out);
   const double kv_waste = kv_manager_->kv_waste();
+  // A pure-decode step next (every scheduled sequence decoding, as in this
+  // one): the gate may hold its drafts back where they measured slower, and
+  // then none are proposed.
+  drafts_held_ = spec_auto_ && !step_cost_.empty() && decode_only(out) &&
+                 !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()));
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
-  plan_drafts(out);                                          //    and size the next drafts
+  drafts_held_ = false;
+  plan_drafts(out);  // and size the next drafts
   int64_t num_generated = 0;
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
   const double seconds = now() - t_start;

@@ -160,6 +160,8 @@ class Engine : private DecodingHost {
   const StepCostModel& step_cost_model() const { return step_cost_; }
   // The draft model or layer-skip draft; null for other methods.
   const DraftModel* draft_model() const { return draft_.get(); }
+  // Auto speculation's measured check (tests may give it a history).
+  void set_spec_gate(const SpecGate& gate) { spec_gate_ = gate; }
   void set_step_cost_model(StepCostModel m) {
     step_cost_ = std::move(m);
     learn_step_cost_ = false;
@@ -205,11 +207,13 @@ class Engine : private DecodingHost {
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
   const Proposer* proposer() const override { return proposer_.get(); }
-  int32_t num_spec_tokens() const override { return num_spec_tokens_; }
+  // 0 while SpecGate holds the next step's drafts back: none are proposed.
+  int32_t num_spec_tokens() const override { return drafts_held_ ? 0 : num_spec_tokens_; }
   void accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_t> tree_path, bool rejected) override;
   void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) override;
   std::span<const float> hidden_of(const float* logits_row) const override;
   void record_draft_seconds(double seconds) override { stats_.record_draft_seconds(seconds); }
+  void record_proposal() override { stats_.record_proposal(); }
   const grammar::TokenVocab& grammar_vocab() override;
   void record_grammar_mask(double seconds) override { stats_.record_grammar_mask(seconds); }
 
@@ -246,6 +250,7 @@ class Engine : private DecodingHost {
   bool tree_gains_ = false;                          // the proposer prices its tree's nodes (Proposer::node_gains)
   GainCalibration gain_calibration_;                 // accepted vs planned drafts, engine-wide
   SpecGate spec_gate_;                               // measured tokens/s with and without drafts, per batch size
+  bool drafts_held_ = false;                         // the gate's verdict for the step being sampled: no drafts
   ProbeBudget probe_budget_;                         // step time probes may still spend
   std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;

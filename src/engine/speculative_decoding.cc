@@ -124,6 +124,7 @@ class SpeculativeDecoding : public DecodingStrategy {
     const int32_t room = c.seq.max_total_tokens - c.seq.num_tokens() - 1;
     const int32_t k = std::min(host_.num_spec_tokens(), room);
     if (k <= 0) return;
+    host_.record_proposal();
     const Proposer& p = *host_.proposer();
     c.draft_q.clear();
     if (p.drafts_after_scheduling()) {

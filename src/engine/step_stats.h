@@ -25,6 +25,7 @@ struct EngineStats {
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_draft_tokens = 0;
   int64_t num_spec_rejections = 0;  // verification steps whose accepted run a refused draft ended
+  int64_t num_spec_proposals = 0;   // drafts asked of the proposer (one sequence, one step)
   double spec_draft_seconds = 0;    // spent proposing drafts
   double spec_verify_seconds = 0;   // steps that verified at least one draft
   // Requests with latency targets that finished, and those that met both
@@ -60,6 +61,7 @@ class StepStats {
     if (met) ++stats_.num_slo_met;
   }
   void record_draft_seconds(double seconds) { stats_.spec_draft_seconds += seconds; }
+  void record_proposal() { ++stats_.num_spec_proposals; }
   void record_grammar_mask(double seconds) {
     ++stats_.num_grammar_masks;
     stats_.grammar_mask_seconds += seconds;

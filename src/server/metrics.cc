@@ -133,6 +133,9 @@ std::string ServerMetrics::render(const EngineSnapshot& s, const http::ServerSta
           static_cast<double>(s.stats.num_accepted_draft_tokens));
   counter("spec_decode_num_verify_steps_total", "Sequence steps that verified drafts.",
           static_cast<double>(s.stats.num_spec_verify_steps));
+  counter("spec_decode_num_proposals_total",
+          "Sequence steps drafts were proposed for (auto speculation proposes none where it holds them back).",
+          static_cast<double>(s.stats.num_spec_proposals));
   counter("spec_decode_draft_seconds_total", "Seconds spent proposing drafts.", s.stats.spec_draft_seconds);
   counter("slo_requests_total", "Finished requests that had latency targets (slo).",
           static_cast<double>(s.stats.num_slo_requests));

@@ -12,6 +12,7 @@
 
 #include "engine_test_util.h"
 #include "spec/datastore.h"
+#include "spec/spec_gate.h"
 
 namespace pagoda {
 namespace {
@@ -158,6 +159,41 @@ INSTANTIATE_TEST_SUITE_P(Batches, SpeculativeGreedy,
                                                     Cost::kComputeBound},
                                            SpecCase{"auto_measured", 64, 0, PreemptMode::kRecompute, 0}),
                          [](const ::testing::TestParamInfo<SpecCase>& i) { return std::string(i.param.name); });
+
+// Where SpecGate measured drafts slower, auto speculation holds them back in
+// pure-decode steps and proposes none there (the proposer's work would be
+// thrown away), but for the gate's probes; where it measured them faster,
+// every sequence is proposed for. Outputs are those of speculation off both
+// ways.
+TEST(Speculative, DraftsTheGateHoldsBackAreNotProposed) {
+  const std::string path = tiny_model_path();
+  const SpecCase c{"gated", 256, 0, PreemptMode::kRecompute, 0, Cost::kFree};
+  auto off = engine(path, c, false);
+  const auto specs = prompts(off->model_config().vocab_size);
+  const auto want = run(*off, specs);
+  EngineStats held, won;
+  for (const bool drafts_win : {false, true}) {
+    auto on = engine(path, c, true);
+    // A history no real step moves far: one arm at 1e9 tokens/s, the other at 1.
+    SpecGate gate;
+    for (int32_t n = 1; n <= 64; n *= 2) {
+      for (int32_t i = 0; i < SpecGate::kMinSamples; ++i) {
+        gate.record(n, false, n, n / (drafts_win ? 1.0 : 1e9));
+        gate.record(n, true, n, n / (drafts_win ? 1e9 : 1.0));
+      }
+    }
+    on->set_spec_gate(gate);
+    const auto got = run(*on, specs);
+    for (const auto& [id, tokens] : want) EXPECT_EQ(got.at(id), tokens) << "request " << id;
+    (drafts_win ? won : held) = on->stats();
+  }
+  std::printf("proposals: %lld held back, %lld let through; drafts %lld vs %lld\n",
+              static_cast<long long>(held.num_spec_proposals), static_cast<long long>(won.num_spec_proposals),
+              static_cast<long long>(held.num_draft_tokens), static_cast<long long>(won.num_draft_tokens));
+  EXPECT_GT(won.num_draft_tokens, 0);
+  EXPECT_LT(held.num_draft_tokens, won.num_draft_tokens / 2);
+  EXPECT_LT(held.num_spec_proposals, won.num_spec_proposals / 2);
+}
 
 TEST(Speculative, RetrievalOutputsEqualSpeculationOff) {
   // The datastore holds half of the greedy outputs (the rest of the corpus is
