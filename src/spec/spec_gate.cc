@@ -13,10 +13,24 @@ int32_t SpecGate::bucket(int32_t num_seqs) {
 bool SpecGate::allow(int32_t num_seqs) {
   Bucket& b = buckets_[bucket(num_seqs)];
   const int64_t step = b.steps++;
-  if (b.samples[0] < kMinSamples) return step % 4 != 0;  // plain samples first
-  if (b.samples[1] < kMinSamples) return true;
+  const bool sampled = b.samples[0] >= kMinSamples / 2 && b.samples[1] >= kMinSamples / 2;
+  const bool clear =
+      sampled && (b.rate[1] >= b.rate[0] * (1.0 + kClearMargin) || b.rate[1] * (1.0 + kClearMargin) <= b.rate[0]);
+  if (!clear) {
+    if (b.samples[0] < kMinSamples / 2) return step % 2 != 0;  // both arms at first
+    if (b.samples[0] < kMinSamples) return step % 4 != 0;
+    if (b.samples[1] < kMinSamples) return true;
+  }
   const bool faster = b.rate[1] >= b.rate[0] * (1.0 + kMinGain);
-  return step % kProbeEvery == 0 ? !faster : faster;  // the losing arm now and then
+  if (b.verdict != (faster ? 1 : 0)) {  // a new verdict: probe soon
+    b.verdict = faster ? 1 : 0;
+    b.probe_gap = kProbeEvery;
+    b.next_probe = step + kProbeEvery;
+  }
+  if (step < b.next_probe) return faster;
+  b.probe_gap = std::min(2 * b.probe_gap, kMaxProbeEvery);  // the verdict stood: probe less often
+  b.next_probe = step + b.probe_gap;
+  return !faster;  // the losing arm, now and then
 }
 
 void SpecGate::record(int32_t num_seqs, bool drafted, int64_t num_generated, double seconds) {
@@ -24,6 +38,14 @@ void SpecGate::record(int32_t num_seqs, bool drafted, int64_t num_generated, dou
   Bucket& b = buckets_[bucket(num_seqs)];
   const int arm = drafted ? 1 : 0;
   const double r = static_cast<double>(num_generated) / seconds;
+  if (b.verdict >= 0 && arm != b.verdict) {
+    // The losing arm measured ahead of the winner's rate: look again soon.
+    const double win = b.rate[b.verdict];
+    if (drafted ? r >= win * (1.0 + kMinGain) : r * (1.0 + kMinGain) > win) {
+      b.probe_gap = kRecheckEvery;
+      b.next_probe = std::min(b.next_probe, b.steps + kRecheckEvery);
+    }
+  }
   // The first samples average evenly, later ones weigh 10%.
   const double w = std::max(0.1, 1.0 / (b.samples[arm] + 1));
   b.rate[arm] += w * (r - b.rate[arm]);

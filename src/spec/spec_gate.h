@@ -11,10 +11,14 @@
 // every sequence, and sequences that stop finishing together, so the
 // prompts after them are prefilled beside decodes instead of in one batch),
 // and a few percent of the run went there wherever drafts were only even
-// (bench/RESULTS.md, 2026-12-05). It samples both arms: early on one step in
-// four runs without drafts until each arm has kMinSamples; later one step in
-// kProbeEvery runs the losing arm, so a change (longer contexts, other text)
-// is noticed.
+// (bench/RESULTS.md, 2026-12-05). It samples both arms, alternately until
+// each has kMinSamples / 2, then one plain step in four until each has
+// kMinSamples; where one arm is kClearMargin ahead at kMinSamples / 2 the
+// verdict is taken then (exploring the losing arm is what the gate costs).
+// Later a probe runs the losing arm now and then, so a change (longer
+// contexts, other text) is noticed: kProbeEvery steps after a verdict, then
+// twice as far apart each time, up to kMaxProbeEvery; a probe that measures
+// the losing arm ahead brings the next one to kRecheckEvery steps.
 #pragma once
 
 #include <array>
@@ -26,7 +30,10 @@ class SpecGate {
  public:
   static constexpr int32_t kMinSamples = 8;
   static constexpr int32_t kProbeEvery = 32;
-  static constexpr double kMinGain = 0.03;  // drafted steps must measure 3% faster
+  static constexpr int32_t kMaxProbeEvery = 256;
+  static constexpr int32_t kRecheckEvery = 4;
+  static constexpr double kMinGain = 0.03;      // drafted steps must measure 3% faster
+  static constexpr double kClearMargin = 0.15;  // an arm this far ahead wins on kMinSamples / 2 samples
 
   // Whether the next pure-decode step of num_seqs sequences may carry drafts.
   bool allow(int32_t num_seqs);
@@ -42,6 +49,9 @@ class SpecGate {
     double rate[2] = {0, 0};  // EWMA of tokens per second: [plain, drafted]
     int32_t samples[2] = {0, 0};
     int64_t steps = 0;
+    int8_t verdict = -1;  // -1: sampling; 0: plain steps; 1: drafts
+    int32_t probe_gap = kProbeEvery;
+    int64_t next_probe = 0;
   };
   static int32_t bucket(int32_t num_seqs);
   std::array<Bucket, 12> buckets_;

@@ -32,6 +32,19 @@ struct SpecCase {
   Cost cost = Cost::kMeasured;
 };
 
+// A SpecGate history no real step moves far: one arm at 1e9 tokens/s, the
+// other at 1, at every batch size.
+SpecGate gate_history(bool drafts_win) {
+  SpecGate gate;
+  for (int32_t n = 1; n <= 64; n *= 2) {
+    for (int32_t i = 0; i < SpecGate::kMinSamples; ++i) {
+      gate.record(n, false, n, n / (drafts_win ? 1.0 : 1e9));
+      gate.record(n, true, n, n / (drafts_win ? 1e9 : 1.0));
+    }
+  }
+  return gate;
+}
+
 std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool spec,
                                const std::string& datastore = "") {
   EngineConfig cfg;
@@ -56,7 +69,12 @@ std::unique_ptr<Engine> engine(const std::string& path, const SpecCase& c, bool 
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   if (spec && c.num_spec_tokens == 0) {
     EXPECT_FALSE((*e)->step_cost_model().empty()) << "auto speculation measured no step time";
-    if (c.cost == Cost::kFree) (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
+    if (c.cost == Cost::kFree) {
+      // Free drafts, and a gate that measured them so (not this machine's
+      // step times, which its probes would otherwise judge).
+      (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 1e-3}}));
+      (*e)->set_spec_gate(gate_history(true));
+    }
     if (c.cost == Cost::kComputeBound) (*e)->set_step_cost_model(StepCostModel({{1, 1e-3}, {4096, 4096e-3}}));
   }
   return std::move(e).value();
@@ -174,15 +192,7 @@ TEST(Speculative, DraftsTheGateHoldsBackAreNotProposed) {
   EngineStats held, won;
   for (const bool drafts_win : {false, true}) {
     auto on = engine(path, c, true);
-    // A history no real step moves far: one arm at 1e9 tokens/s, the other at 1.
-    SpecGate gate;
-    for (int32_t n = 1; n <= 64; n *= 2) {
-      for (int32_t i = 0; i < SpecGate::kMinSamples; ++i) {
-        gate.record(n, false, n, n / (drafts_win ? 1.0 : 1e9));
-        gate.record(n, true, n, n / (drafts_win ? 1e9 : 1.0));
-      }
-    }
-    on->set_spec_gate(gate);
+    on->set_spec_gate(gate_history(drafts_win));
     const auto got = run(*on, specs);
     for (const auto& [id, tokens] : want) EXPECT_EQ(got.at(id), tokens) << "request " << id;
     (drafts_win ? won : held) = on->stats();
