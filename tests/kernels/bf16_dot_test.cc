@@ -62,8 +62,8 @@ TEST(Bf16Dot, MatchesItsReferenceAndTheFloatMatmulOnEveryIsa) {
         ThreadPool pack_pool(1);
         WeightView* pw[] = {&dot};
         store.pack(pw, 1, pack_pool);
-        // AVX-512 has the packed kernel; elsewhere the reference runs.
-        EXPECT_EQ(dot.packed != nullptr, isa == cpu::Isa::kAvx512);
+        // AVX-512 BF16 has the packed kernel; elsewhere the reference runs.
+        EXPECT_EQ(dot.packed != nullptr, isa == cpu::Isa::kAvx512 && cpu::host_has_bf16_dot());
         WeightView ref = c.view;  // unpacked: the scalar reference
         ref.bf16_dot = true;
         for (int64_t n_tok : {1, 2, 5, 8, 9, 17}) {

@@ -16,7 +16,7 @@ bool host_has(Isa isa) {
     case Isa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+             __builtin_cpu_supports("avx512dq");
 #endif
     default: return false;
   }
@@ -45,6 +45,14 @@ std::optional<Isa> isa_from_name(std::string_view name) {
 }
 
 bool isa_supported(Isa isa) { return host_has(isa); }
+
+bool host_has_bf16_dot() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return host_has(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;

@@ -16,8 +16,12 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 std::string_view isa_name(Isa isa);
 std::optional<Isa> isa_from_name(std::string_view name);
 
-// Compiled in and runnable on this host.
+// Compiled in and runnable on this host. AVX-512 means F, BW, VL, DQ and
+// VNNI (Ice Lake, Cascade Lake, Zen 4 and later).
 bool isa_supported(Isa isa);
+// AVX-512 BF16 too (vdpbf16ps: Cooper Lake, Sapphire Rapids, Zen 4 and
+// later): only then does the AVX-512 table hold the --bf16-dot kernels.
+bool host_has_bf16_dot();
 std::vector<Isa> supported_isas();
 Isa best_isa();
 

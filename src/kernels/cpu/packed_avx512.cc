@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/pack.h"
 #include "kernels/cpu/register.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -75,8 +76,10 @@ void register_packed_avx512(IsaKernels& k) {
   set_packed<KF32, 3, 8, 8>(k, WKind::kF32);
   set_packed<KF16, 3, 8, 8>(k, WKind::kF16);
   set_packed<KBF16, 3, 8, 8>(k, WKind::kBF16);
-  set_packed<KBF16D, 3, 8, 8>(k, WKind::kF16D);
-  set_packed<KBF16D, 3, 8, 8>(k, WKind::kBF16D);
+  if (host_has_bf16_dot()) {  // vdpbf16ps: not every AVX-512 host has it
+    set_packed<KBF16D, 3, 8, 8>(k, WKind::kF16D);
+    set_packed<KBF16D, 3, 8, 8>(k, WKind::kBF16D);
+  }
 }
 
 }  // namespace pagoda::kernels::cpu
