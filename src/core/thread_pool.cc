@@ -1,5 +1,9 @@
 #include "core/thread_pool.h"
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -8,6 +12,17 @@
 namespace pagoda {
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  worker_cpu_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(num_threads_));
+  for (int i = 0; i < num_threads_; ++i) worker_cpu_[i].store(-1, std::memory_order_relaxed);
+#if defined(__linux__)
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (num_threads_ > 1 && sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus_.push_back(c);
+    if (static_cast<int>(cpus_.size()) < num_threads_) cpus_.clear();  // oversubscribed: leave it to the kernel
+  }
+#endif
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -64,9 +79,38 @@ void ThreadPool::worker_loop(int index) {
       if (stop_) return;
       job = job_;
     }
+    if (!cpus_.empty()) spread(index);
     (*job)(index, num_threads_);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
+}
+
+void ThreadPool::spread(int index) {
+#if defined(__linux__)
+  const int me = sched_getcpu();
+  const int caller = caller_cpu_.load(std::memory_order_relaxed);
+  bool clash = me == caller;
+  for (int j = 1; j < index && !clash; ++j) clash = worker_cpu_[j].load(std::memory_order_relaxed) == me;
+  if (clash && me >= 0) {
+    cpu_set_t free_cpus;
+    CPU_ZERO(&free_cpus);
+    int n_free = 0;
+    for (int c : cpus_) {
+      bool used = c == caller;
+      for (int j = 1; j < num_threads_ && !used; ++j)
+        used = j != index && worker_cpu_[j].load(std::memory_order_relaxed) == c;
+      if (!used) {
+        CPU_SET(c, &free_cpus);
+        ++n_free;
+      }
+    }
+    // The kernel moves the thread before the call returns.
+    if (n_free > 0) sched_setaffinity(0, sizeof(free_cpus), &free_cpus);
+  }
+  worker_cpu_[index].store(sched_getcpu(), std::memory_order_relaxed);
+#else
+  (void)index;
+#endif
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
@@ -74,6 +118,9 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+#if defined(__linux__)
+  if (!cpus_.empty()) caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
+#endif
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;

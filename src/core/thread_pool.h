@@ -1,5 +1,12 @@
 // A persistent pool of worker threads for data-parallel loops. The calling
 // thread takes part as worker 0, so ThreadPool(1) runs everything inline.
+//
+// Where the process may run on at least as many CPUs as the pool has
+// threads (Linux), a worker that finds itself on the CPU of the thread that
+// called run(), or of another worker, moves to one nobody of the pool uses
+// (its affinity narrowed to the others): a woken worker placed beside the
+// caller shared its CPU for tens of milliseconds before the scheduler moved
+// either, every step of that time at one thread's speed.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,8 +53,14 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Moves worker `index` off a CPU the caller or a worker before it runs on.
+  void spread(int index);
 
   int num_threads_;
+  // The CPUs the process may run on when spreading applies, else empty.
+  std::vector<int> cpus_;
+  std::atomic<int> caller_cpu_{-1};
+  std::unique_ptr<std::atomic<int>[]> worker_cpu_;  // last CPU seen per worker
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -7,6 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -309,6 +313,92 @@ TEST(ThreadPool, ConstructAndDestroyWithoutHanging) {
     if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let workers block on the cv
   }
 }
+
+#if defined(__linux__)
+// The calling thread's affinity, restored when the test ends.
+class AffinityGuard {
+ public:
+  AffinityGuard() { ok_ = sched_getaffinity(0, sizeof(saved_), &saved_) == 0; }
+  ~AffinityGuard() {
+    if (ok_) sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
+  std::vector<int> cpus() const {
+    std::vector<int> out;
+    for (int c = 0; ok_ && c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &saved_)) out.push_back(c);
+    return out;
+  }
+
+ private:
+  cpu_set_t saved_;
+  bool ok_ = false;
+};
+
+void pin_self(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+TEST(ThreadPool, WorkerMovesOffTheCallersCpu) {
+  // A worker put on the caller's CPU (here: pinned there by its own job)
+  // moves to another one at its next job, so the two threads do not share
+  // a CPU; the caller's own affinity is left alone.
+  AffinityGuard guard;
+  const std::vector<int> cpus = guard.cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs this process may run on";
+  ThreadPool pool(2);  // before the pin: the pool's CPUs are its creator's
+  pin_self(cpus[0]);
+  pool.run([&](int ti, int) {
+    if (ti == 1) pin_self(cpus[0]);
+  });
+  for (int rep = 0; rep < 20; ++rep) {
+    int worker_cpu = -1, caller_cpu = -1;
+    pool.run([&](int ti, int) { (ti == 1 ? worker_cpu : caller_cpu) = sched_getcpu(); });
+    EXPECT_EQ(caller_cpu, cpus[0]);
+    EXPECT_NE(worker_cpu, caller_cpu) << "rep " << rep;
+  }
+  cpu_set_t now;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+  EXPECT_EQ(CPU_COUNT(&now), 1);
+}
+
+TEST(ThreadPool, WorkersMoveOffEachOthersCpus) {
+  // Three threads on at least three CPUs: two workers pinned to one CPU
+  // end up on distinct CPUs, neither on the caller's.
+  AffinityGuard guard;
+  const std::vector<int> cpus = guard.cpus();
+  if (cpus.size() < 3) GTEST_SKIP() << "needs 3 CPUs this process may run on";
+  ThreadPool pool(3);
+  pin_self(cpus[0]);
+  pool.run([&](int ti, int) {
+    if (ti > 0) pin_self(cpus[1]);
+  });
+  pool.run([](int, int) {});  // the first move of each worker
+  std::vector<int> at(3, -1);
+  pool.run([&](int ti, int) { at[static_cast<size_t>(ti)] = sched_getcpu(); });
+  EXPECT_NE(at[1], at[0]);
+  EXPECT_NE(at[2], at[0]);
+  EXPECT_NE(at[1], at[2]);
+}
+
+TEST(ThreadPool, MoreThreadsThanCpusLeavesPlacementToTheKernel) {
+  // Oversubscribed: nothing to spread over, the workers' affinity stays
+  // what they set.
+  AffinityGuard guard;
+  const std::vector<int> cpus = guard.cpus();
+  if (cpus.empty()) GTEST_SKIP() << "no affinity mask";
+  ThreadPool pool(static_cast<int>(cpus.size()) + 1);
+  pin_self(cpus[0]);
+  pool.run([&](int ti, int) {
+    if (ti > 0) pin_self(cpus[0]);
+  });
+  std::vector<int> at(cpus.size() + 1, -1);
+  pool.run([&](int ti, int) { at[static_cast<size_t>(ti)] = sched_getcpu(); });
+  for (int cpu : at) EXPECT_EQ(cpu, cpus[0]);
+}
+#endif
 
 }  // namespace
 }  // namespace pagoda
