@@ -149,6 +149,20 @@ int register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+  // The bundled model's shapes (dim 256, feed-forward 640): small matrices
+  // whose split over threads and register tiles leaves tails (issue 19);
+  // 16, 32 and 48 rows: one 1-, 2- and 3-group tile (the cost per group of
+  // each at 1 thread).
+  constexpr Shape kSmall[] = {{256, 256}, {256, 512}, {256, 640}, {640, 256}, {256, 16}, {256, 32}, {256, 48}};
+  for (DType type : {DType::kF32, DType::kQ8_0})
+    for (int64_t n_tokens : {64, 512})
+      for (Shape s : kSmall) {
+        const std::string name = "small/prefill" + std::to_string(n_tokens) + "/" + std::string(dtype_name(type)) +
+                                 "/" + std::to_string(s.n_in) + "x" + std::to_string(s.n_out);
+        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, false, s.n_in, s.n_out, n_tokens)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
   return 0;
 }
 const int kRegistered = register_all();

@@ -136,15 +136,32 @@ constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
 // none under kMinChunkMacs multiply-adds (each claim moves a cache line
 // between cores: a tiny model's decode matmuls stay one chunk per thread);
 // each a whole number of the kernel's tiles (no single-group tails).
+// Prefill matmuls under kSplitEvenMacs get one chunk per thread instead:
+// there the tile rounding made uneven counts (the bundled model's 256-row
+// matrices at 64 tokens: chunks of 6, 6 and 4 groups, one thread idle a
+// third of the time), while a kernel with 2-group tiles (packed_tile_groups
+// [2] == 2) runs any range of 2 or more groups in 3s and 2s.
 constexpr int64_t kChunksPerThread = 12;
 constexpr int64_t kMinChunkMacs = 1 << 20;
+constexpr int64_t kSplitEvenMacs = 16 << 20;
 int64_t chunk_rows(const IsaKernels& k, int kind, int64_t rows, int64_t n_in, int64_t n_tokens, int threads) {
   const int8_t* tg = k.packed_tile_groups[kind];
-  const int64_t tile = std::max<int64_t>(1, n_tokens > 1 ? tg[0] : tg[1]) * kPackRows;
-  const int64_t chunks =
-      std::clamp<int64_t>(rows * n_in * n_tokens / kMinChunkMacs, threads, threads * kChunksPerThread);
+  const int64_t tile = std::max<int64_t>(1, n_tokens > 1 ? tg[0] : tg[1]);
+  const int64_t macs = rows * n_in * n_tokens;
+  if (n_tokens > 1 && macs < kSplitEvenMacs) {
+    const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+    int64_t per = (groups + threads - 1) / threads;
+    if (tg[2] == 2 && tile == 3) {
+      per = std::max<int64_t>(per, 2);
+      while (per < groups && groups % per == 1) ++per;  // no last chunk of one group
+    } else {
+      per = (per + tile - 1) / tile * tile;
+    }
+    return per * kPackRows;
+  }
+  const int64_t chunks = std::clamp<int64_t>(macs / kMinChunkMacs, threads, threads * kChunksPerThread);
   const int64_t want = (rows + chunks - 1) / chunks;
-  return std::max<int64_t>(1, (want + tile - 1) / tile) * tile;
+  return std::max<int64_t>(1, (want + tile * kPackRows - 1) / (tile * kPackRows)) * tile * kPackRows;
 }
 
 Bound bind(const WeightView& w, const IsaKernels& k, int kind) {

@@ -1,7 +1,8 @@
 // The row-interleaved (packed) kernels of every SIMD ISA the host runs
 // against the scalar row-layout reference (the same weights unpacked):
 // every packable dtype, awkward row counts (fewer than 16 rows, a padded
-// last group), token counts that hit every register-tile tail, 1-3 threads,
+// last group; 4 and 5 groups, which the 3-group kernels run in pairs),
+// token counts that hit every register-tile tail, 1-3 threads,
 // outputs past n_out left untouched, and matmul_fused with weights whose
 // row counts are not multiples of 16.
 #include <gtest/gtest.h>
@@ -116,7 +117,7 @@ void matches_scalar_reference(DType t) {
                                      : quant      ? std::vector<int64_t>{32, 96, 352}
                                                   : std::vector<int64_t>{1, 17, 64, 130};
   for (int64_t n_in : n_ins)
-    for (int64_t n_out : {1, 5, 16, 37, 80, 163}) {
+    for (int64_t n_out : {1, 5, 16, 37, 64, 80, 163}) {  // 64, 80: 2-group tiles of the 3-group kernels
       const PackedMatrix m(t, n_in, n_out, rng);
       const Weights& w = m.w;
       const WeightView& packed = m.packed;

@@ -648,20 +648,38 @@ void tile_f(const MatmulArgs& a, int64_t g, int64_t t0) {
 
 using GroupTile = void (*)(const MatmulArgs&, int64_t g, int64_t t0);
 
-// Tiles [RG groups][1..T tokens] and [1 group][1..T tokens] by token count.
+// Tiles [G groups][1..T tokens] by token count.
+template <template <int, int> class K, int G, int T>
+struct TileRow {
+  template <size_t... I>
+  static constexpr auto make(std::index_sequence<I...>) {
+    return std::array<GroupTile, T>{&K<G, static_cast<int>(I) + 1>::run...};
+  }
+  static constexpr auto tiles = make(std::make_index_sequence<T>{});
+};
+
+// Tiles of RG groups, of 2 (RG == 3 only) and of 1, by token count.
 template <template <int, int> class K, int RG, int T>
 struct TileSet {
-  template <size_t... I>
-  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 0>) {
-    return std::array<GroupTile, T>{&K<RG, static_cast<int>(I) + 1>::run...};
-  }
-  template <size_t... I>
-  static constexpr auto make(std::index_sequence<I...>, std::integral_constant<int, 1>) {
-    return std::array<GroupTile, T>{&K<1, static_cast<int>(I) + 1>::run...};
-  }
-  static constexpr auto full = make(std::make_index_sequence<T>{}, std::integral_constant<int, 0>{});
-  static constexpr auto single = make(std::make_index_sequence<T>{}, std::integral_constant<int, 1>{});
+  static constexpr auto full = TileRow<K, RG, T>::tiles;
+  static constexpr auto pair = TileRow<K, (RG == 3 ? 2 : RG), T>::tiles;
+  static constexpr auto single = TileRow<K, 1, T>::tiles;
 };
+
+// Groups [g, ge) of one token tile: RG-group tiles; with RG == 3 the rest
+// (and a remainder of 4) in pairs, so a single group runs alone only when
+// the range is one group: a 1-group tile has one weight vector per
+// broadcast input and ran at half the rate of the 3-group one.
+template <class Set, int RG>
+void sweep_groups(const MatmulArgs& a, int64_t g, int64_t ge, int nt, int64_t t) {
+  if constexpr (RG == 3) {
+    for (; ge - g >= 3 && ge - g != 4; g += 3) Set::full[nt - 1](a, g, t);
+    for (; ge - g >= 2; g += 2) Set::pair[nt - 1](a, g, t);
+  } else {
+    for (; g + RG <= ge; g += RG) Set::full[nt - 1](a, g, t);
+  }
+  for (; g < ge; ++g) Set::single[nt - 1](a, g, t);
+}
 
 // Rows [r0, r1): r0 a multiple of 16, r1 too or n_out (the last group's
 // padding rows are computed, not stored). Decode: RGd groups at a time
@@ -680,12 +698,8 @@ void packed_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t chunk = std::max<int64_t>(RG, kPackChunkBytes / static_cast<int64_t>(a.group_bytes) / RG * RG);
   for (int64_t gc = g0; gc < g1; gc += chunk) {
     const int64_t ge = std::min(g1, gc + chunk);
-    for (int64_t t = 0; t < a.n_tokens; t += T) {
-      const int nt = static_cast<int>(std::min<int64_t>(T, a.n_tokens - t));
-      int64_t g = gc;
-      for (; g + RG <= ge; g += RG) Set::full[nt - 1](a, g, t);
-      for (; g < ge; ++g) Set::single[nt - 1](a, g, t);
-    }
+    for (int64_t t = 0; t < a.n_tokens; t += T)
+      sweep_groups<Set, RG>(a, gc, ge, static_cast<int>(std::min<int64_t>(T, a.n_tokens - t)), t);
   }
 }
 
@@ -695,6 +709,7 @@ void set_packed(IsaKernels& k, WKind kind) {
   k.packed[static_cast<int>(kind)] = packed_rows<K, RG, T, RGd>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = RG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+  k.packed_tile_groups[static_cast<int>(kind)][2] = RG == 3 ? 2 : RG;
 }
 
 // Prefill of the nibble formats (P = PQ4_0, PQ4_1, PQ5_0, PQ5_1, PIQ4NL,
@@ -900,6 +915,7 @@ void set_packed_expanded(IsaKernels& k, WKind kind) {
   k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, E, RG, T, RGd, XRG, XT>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+  k.packed_tile_groups[static_cast<int>(kind)][2] = XRG;
 }
 
 template <int RG, int T>
