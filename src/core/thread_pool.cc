@@ -90,6 +90,7 @@ void ThreadPool::spread(int index) {
   const int me = sched_getcpu();
   const int caller = caller_cpu_.load(std::memory_order_relaxed);
   bool clash = me == caller;
+  int now = me;
   for (int j = 1; j < index && !clash; ++j) clash = worker_cpu_[j].load(std::memory_order_relaxed) == me;
   if (clash && me >= 0) {
     cpu_set_t free_cpus;
@@ -105,9 +106,11 @@ void ThreadPool::spread(int index) {
       }
     }
     // The kernel moves the thread before the call returns.
-    if (n_free > 0) sched_setaffinity(0, sizeof(free_cpus), &free_cpus);
+    if (n_free > 0 && sched_setaffinity(0, sizeof(free_cpus), &free_cpus) == 0) now = sched_getcpu();
   }
-  worker_cpu_[index].store(sched_getcpu(), std::memory_order_relaxed);
+  // Stored only when it changed: the workers' entries share a cache line.
+  if (worker_cpu_[index].load(std::memory_order_relaxed) != now)
+    worker_cpu_[index].store(now, std::memory_order_relaxed);
 #else
   (void)index;
 #endif

@@ -139,8 +139,8 @@ constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
 // Prefill matmuls under kSplitEvenMacs get one chunk per thread instead:
 // there the tile rounding made uneven counts (the bundled model's 256-row
 // matrices at 64 tokens: chunks of 6, 6 and 4 groups, one thread idle a
-// third of the time), while a kernel with 2-group tiles (packed_tile_groups
-// [2] == 2) runs any range of 2 or more groups in 3s and 2s.
+// third of the time), while a 3-group kernel (which has 2-group tiles too)
+// runs any range of 2 or more groups in 3s and 2s.
 constexpr int64_t kChunksPerThread = 12;
 constexpr int64_t kMinChunkMacs = 1 << 20;
 constexpr int64_t kSplitEvenMacs = 16 << 20;
@@ -151,7 +151,7 @@ int64_t chunk_rows(const IsaKernels& k, int kind, int64_t rows, int64_t n_in, in
   if (n_tokens > 1 && macs < kSplitEvenMacs) {
     const int64_t groups = (rows + kPackRows - 1) / kPackRows;
     int64_t per = (groups + threads - 1) / threads;
-    if (tg[2] == 2 && tile == 3) {
+    if (tile == 3) {
       per = std::max<int64_t>(per, 2);
       while (per < groups && groups % per == 1) ++per;  // no last chunk of one group
     } else {

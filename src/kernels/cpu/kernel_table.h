@@ -133,10 +133,10 @@ struct IsaKernels {
   RowsFn packed[kNumWKinds] = {};  // kernels over the layouts of cpu/pack.h
   // Groups of 16 rows the packed kernel computes side by side: [0] for
   // prefill (n_tokens > 1), [1] for decode. A row range that is a multiple
-  // of both runs without single-group tails (the matmul's work chunks); [2]
-  // (prefill): 2 where the kernel also has 2-group tiles, so that any range
-  // of at least 2 groups runs without one (3s and 2s), else [0].
-  int8_t packed_tile_groups[kNumWKinds][3] = {};
+  // of both runs without single-group tails (the matmul's work chunks).
+  // A prefill tile of 3 groups comes with a 2-group one (sweep_groups in
+  // cpu/packed_tiles_inl.h), so any range of 2 or more groups runs in 3s and 2s.
+  int8_t packed_tile_groups[kNumWKinds][2] = {};
   AttentionFn attention = nullptr;
   // Layer ops (kernels/ops.h has the contracts) and the activation
   // quantizers: one row of n floats (n a multiple of the block) to Q8_32 /

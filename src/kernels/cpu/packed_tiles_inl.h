@@ -709,7 +709,6 @@ void set_packed(IsaKernels& k, WKind kind) {
   k.packed[static_cast<int>(kind)] = packed_rows<K, RG, T, RGd>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = RG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
-  k.packed_tile_groups[static_cast<int>(kind)][2] = RG == 3 ? 2 : RG;
 }
 
 // Prefill of the nibble formats (P = PQ4_0, PQ4_1, PQ5_0, PQ5_1, PIQ4NL,
@@ -915,7 +914,6 @@ void set_packed_expanded(IsaKernels& k, WKind kind) {
   k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, E, RG, T, RGd, XRG, XT>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
-  k.packed_tile_groups[static_cast<int>(kind)][2] = XRG;
 }
 
 template <int RG, int T>
