@@ -37,20 +37,45 @@ void set_yarn(RopeParams& p, int32_t n_ctx_orig, float ext_factor, float beta_fa
   if (p.freq_scale < 1.0f) p.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
 }
 
+namespace {
+
+// Pair i's angle at `pos` from its frequency base^(-2i / rot_dim).
+inline void rope_pair(int32_t pos, int32_t i, double freq, const RopeParams& p, float* cs) {
+  double extrap = pos * freq;
+  if (p.freq_factors) extrap /= p.freq_factors[i];
+  double theta = extrap * p.freq_scale;
+  if (p.ext_factor != 0) {
+    const double y = (i - p.yarn_low) / std::max(0.001, static_cast<double>(p.yarn_high - p.yarn_low));
+    const double mix = (1 - std::clamp(y, 0.0, 1.0)) * p.ext_factor;
+    theta = theta * (1 - mix) + extrap * mix;
+  }
+  cs[2 * i] = static_cast<float>(std::cos(theta)) * p.mscale;
+  cs[2 * i + 1] = static_cast<float>(std::sin(theta)) * p.mscale;
+}
+
+inline double rope_freq(int32_t i, const RopeParams& p) {
+  return std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
+}
+
+}  // namespace
+
 void rope_angles(int32_t pos, const RopeParams& p, float* cs) {
   const int32_t half = p.rot_dim / 2;
-  for (int32_t i = 0; i < half; ++i) {
-    double extrap = pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
-    if (p.freq_factors) extrap /= p.freq_factors[i];
-    double theta = extrap * p.freq_scale;
-    if (p.ext_factor != 0) {
-      const double y = (i - p.yarn_low) / std::max(0.001, static_cast<double>(p.yarn_high - p.yarn_low));
-      const double mix = (1 - std::clamp(y, 0.0, 1.0)) * p.ext_factor;
-      theta = theta * (1 - mix) + extrap * mix;
-    }
-    cs[2 * i] = static_cast<float>(std::cos(theta)) * p.mscale;
-    cs[2 * i + 1] = static_cast<float>(std::sin(theta)) * p.mscale;
+  for (int32_t i = 0; i < half; ++i) rope_pair(pos, i, rope_freq(i, p), p, cs);
+}
+
+void rope_angles(const int32_t* positions, int64_t n, const RopeParams& p, float* cs) {
+  const int32_t half = p.rot_dim / 2;
+  double small[512];
+  std::vector<double> big;
+  double* freq = small;
+  if (half > 512) {
+    big.resize(static_cast<size_t>(half));
+    freq = big.data();
   }
+  for (int32_t i = 0; i < half; ++i) freq[i] = rope_freq(i, p);
+  for (int64_t t = 0; t < n; ++t)
+    for (int32_t i = 0; i < half; ++i) rope_pair(positions[t], i, freq[i], p, cs + t * p.rot_dim);
 }
 
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, const float* cs, const RopeParams& p) {

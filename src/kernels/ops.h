@@ -56,6 +56,10 @@ void rope(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopePa
 // sin of pair i (rot_dim floats, mscale applied) — the libm part, once per
 // token and step; rope_apply rotates with them. rope() is exactly the two.
 void rope_angles(int32_t pos, const RopeParams& p, float* cs);
+// rope_angles for positions[0..n): cs[t * rot_dim ...] per token, the
+// per-pair frequencies (one pow each) computed once per call; the same bits
+// as n calls of rope_angles.
+void rope_angles(const int32_t* positions, int64_t n, const RopeParams& p, float* cs);
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, const float* cs, const RopeParams& p);
 
 // LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias (weight,

@@ -548,7 +548,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& p
     if (cs.size() < static_cast<size_t>(n * c.rope_dim)) cs.resize(static_cast<size_t>(n * c.rope_dim));
     const kernels::RopeParams& rp = k == 1 ? rope_local_ : rope_global_;
     for_tokens(pool, n, c.rope_dim * 16, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) kernels::rope_angles(batch.positions[t], rp, &cs[t * c.rope_dim]);
+      kernels::rope_angles(&batch.positions[t0], t1 - t0, rp, &cs[t0 * c.rope_dim]);
     });
   }
 

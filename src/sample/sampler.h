@@ -51,7 +51,8 @@ struct SampleResult {
 class Sampler {
  public:
   // `params` must have passed params.validate(vocab_size) (checked: aborts
-  // otherwise). The RNG is seeded from params.seed, or random_device.
+  // otherwise). The RNG is seeded from params.seed, or (unseeded) from a
+  // process-wide random_device draw and a counter: distinct per sampler.
   Sampler(const SamplingParams& params, int32_t vocab_size);
 
   // logits: vocab_size floats, modified in place (pass a scratch copy).

@@ -119,6 +119,36 @@ std::pair<double, double> rope_angle(const RopeParams& p, int32_t pos, int32_t i
   return {std::atan2(x[i + p.rot_dim / 2], x[i]), std::hypot(x[i], x[i + p.rot_dim / 2])};
 }
 
+// The batched angles (frequencies once per call) are the per-token ones,
+// bit for bit: plain, with llama3 frequency factors, and with YaRN; one pair
+// count past the stack table too.
+TEST(Rope, BatchedAnglesMatchPerTokenBits) {
+  std::mt19937 rng(11);
+  for (int32_t rot_dim : {2, 24, 128, 1030}) {
+    std::vector<float> factors(static_cast<size_t>(rot_dim / 2));
+    for (auto& f : factors) f = std::uniform_real_distribution<float>(1.0f, 8.0f)(rng);
+    for (int variant = 0; variant < 3; ++variant) {
+      RopeParams p;
+      p.rot_dim = rot_dim;
+      p.freq_base = 500000.0f;
+      if (variant == 1) p.freq_factors = factors.data();
+      if (variant == 2) {
+        p.freq_scale = 0.25f;
+        set_yarn(p, 8192, 1.0f, 32.0f, 1.0f, 1.0f);
+      }
+      std::vector<int32_t> pos(37);
+      for (auto& v : pos) v = std::uniform_int_distribution<int32_t>(0, 100000)(rng);
+      std::vector<float> batched(pos.size() * rot_dim), one(rot_dim);
+      rope_angles(pos.data(), static_cast<int64_t>(pos.size()), p, batched.data());
+      for (size_t t = 0; t < pos.size(); ++t) {
+        rope_angles(pos[t], p, one.data());
+        for (int32_t i = 0; i < rot_dim; ++i)
+          ASSERT_EQ(batched[t * rot_dim + i], one[i]) << rot_dim << " " << variant << " " << t << " " << i;
+      }
+    }
+  }
+}
+
 TEST(Rope, YarnBlendsExtrapolatedAndInterpolatedAngles) {
   RopeParams p;
   p.style = RopeStyle::kHalfSplit;

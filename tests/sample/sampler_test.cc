@@ -294,6 +294,19 @@ TEST(SamplerTest, SameSeedSameSequenceDifferentSeedDiffers) {
   std::vector<float> copy = logits;
   const int32_t t = s.sample(copy.data(), kNoTokens, kNoTokens).token;
   EXPECT_TRUE(t >= 0 && t < 5);
+  // ... and two of them draw different sequences (100 near-uniform draws).
+  auto unseeded = [&] {
+    SamplingParams q;
+    q.temperature = 5.0f;
+    Sampler u(q, 5);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 100; ++i) {
+      std::vector<float> c = logits;
+      tokens.push_back(u.sample(c.data(), kNoTokens, kNoTokens).token);
+    }
+    return tokens;
+  };
+  EXPECT_NE(unseeded(), unseeded());
 }
 
 TEST(SamplerTest, LogprobsArePreTemperatureLogSoftmax) {
