@@ -236,6 +236,65 @@ void tile_q8_0r(const MatmulArgs& a, int64_t g, int64_t t0) {
 // prefill over XK45<P>'s copy (the quants as PX<P>, the metadata, then each
 // sub-block's d * sc as 16 floats): sub-blocks summed in float (a convert
 // and an FMA instead of vpmulld, 2 µops on port 0, and an add).
+// The super-block tiles (K-quants, IQ4_XS) sum each sub-block's exact
+// integer dot times its scale over a 256-element super-block: in integers
+// (times 6- or 8-bit scales, one convert per super-block) or, over an
+// expanded copy, in float (each dot converted, times its d * sc).
+
+// Sub-block j of super-block b (32 elements: P's 4 k-steps of two vectors)
+// dotted with the tile's int8 activations, added to `is`.
+template <class P, int RG, int T>
+inline void sub_block_dot(const uint8_t* const* q, const int8_t* const* x, int64_t b, int j, VI (&is)[RG][T]) {
+  for (int i = 0; i < 4; ++i) {
+    VI w0[RG], w1[RG];
+    for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * P::kQBytes, i, w0[r], w1[r]);
+    for (int t = 0; t < T; ++t) {
+      const VI xa = bcast32(x[t] + 256 * b + 32 * j + P::off0(i));
+      const VI xb = bcast32(x[t] + 256 * b + 32 * j + P::off1(i));
+      for (int r = 0; r < RG; ++r) {
+        is[r][t] = P::dot(is[r][t], w0[r], xa);
+        is[r][t] = P::dot(is[r][t], w1[r], xb);
+      }
+    }
+  }
+}
+
+// Adds sub-block dots `is` times their scales to the super-block's sum:
+// fsb += is * (row r's 16 floats at dsc[r] + 16 * k) when expanded, else
+// isb += is * int_scale(r) (16 int32).
+template <bool kExpanded, int RG, int T, class IntScale>
+inline void add_scaled(const VI (&is)[RG][T], const float* const* dsc, int64_t k, const IntScale& int_scale,
+                       VI (&isb)[RG][T], VF (&fsb)[RG][T]) {
+  for (int r = 0; r < RG; ++r) {
+    if constexpr (kExpanded) {
+      const VF sc = V::load_f(dsc[r] + 16 * k);
+      for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
+    } else {
+      const VI sc = int_scale(r);
+      for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
+    }
+  }
+}
+
+// acc += the super-block's sum times token t's scale xd[t][b] (expanded:
+// d * sc already in fsb), or times row r's f16 d at d_at(r) as well.
+template <bool kExpanded, int RG, int T, class DAt>
+inline void add_super_block(const VI (&isb)[RG][T], const VF (&fsb)[RG][T], const float* const* xd, int64_t b,
+                            const DAt& d_at, VF (&acc)[RG][T]) {
+  if constexpr (kExpanded) {
+    for (int t = 0; t < T; ++t) {
+      const VF dx = V::set1_f(xd[t][b]);
+      for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
+    }
+  } else {
+    for (int r = 0; r < RG; ++r) {
+      const VF dv = V::load_f16(d_at(r));
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
+    }
+  }
+}
+
 template <class P>
 struct PX;
 template <class P0, bool kExpanded, int RG, int T>
@@ -277,40 +336,13 @@ void tile_k45(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
       VI is[RG][T];
       fill(is, V::zero_i());
-      for (int i = 0; i < 4; ++i) {
-        VI w0[RG], w1[RG];
-        for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * kSub, i, w0[r], w1[r]);
-        for (int t = 0; t < T; ++t) {
-          const VI xa = bcast32(x[t] + 256 * b + 32 * j + P::off0(i));
-          const VI xb = bcast32(x[t] + 256 * b + 32 * j + P::off1(i));
-          for (int r = 0; r < RG; ++r) {
-            is[r][t] = V::dot_u8s8(is[r][t], w0[r], xa);
-            is[r][t] = V::dot_u8s8(is[r][t], w1[r], xb);
-          }
-        }
-      }
-      for (int r = 0; r < RG; ++r) {
-        if constexpr (kExpanded) {
-          const VF sc = V::load_f(dsc[r] + 16 * (8 * b + j));
-          for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
-        } else {
-          const VI sc = V::u8x16_to_i32(meta[r] + b * kPackQ4KMeta + 64 + 16 * j);
-          for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
-        }
-      }
+      sub_block_dot<P>(q, x, b, j, is);
+      add_scaled<kExpanded>(
+          is, dsc, 8 * b + j, [&](int r) { return V::u8x16_to_i32(meta[r] + b * kPackQ4KMeta + 64 + 16 * j); }, isb,
+          fsb);
     }
-    if constexpr (kExpanded) {
-      for (int t = 0; t < T; ++t) {
-        const VF dx = V::set1_f(xd[t][b]);
-        for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
-      }
-    } else {
-      for (int r = 0; r < RG; ++r) {
-        const VF dv = V::load_f16(meta[r] + b * kPackQ4KMeta);
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
-      }
-    }
+    add_super_block<kExpanded>(
+        isb, fsb, xd, b, [&](int r) { return meta[r] + b * kPackQ4KMeta; }, acc);
     VI ms[RG][T];
     fill(ms, V::zero_i());
     for (int p = 0; p < 4; ++p) {
@@ -426,29 +458,13 @@ void tile_k16(const MatmulArgs& a, int64_t g, int64_t t0) {
         step(std::integral_constant<int, 1>{});
         step(std::integral_constant<int, 2>{});
         step(std::integral_constant<int, 3>{});
-        for (int r = 0; r < RG; ++r) {
-          if constexpr (kExpanded) {
-            const VF sc = V::load_f(dsc[r] + 16 * (16 * b + 2 * j + half));
-            for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
-          } else {
-            const VI sc = V::i8x16_to_i32(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half));
-            for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
-          }
-        }
+        add_scaled<kExpanded>(
+            is, dsc, 16 * b + 2 * j + half,
+            [&](int r) { return V::i8x16_to_i32(meta[r] + b * kPackQ6KMeta + 16 * (2 * j + half)); }, isb, fsb);
       }
     }
-    if constexpr (kExpanded) {
-      for (int t = 0; t < T; ++t) {
-        const VF dx = V::set1_f(xd[t][b]);
-        for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
-      }
-    } else {
-      for (int r = 0; r < RG; ++r) {
-        const VF dv = V::load_f16(meta[r] + b * kPackQ6KMeta + 256);
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
-      }
-    }
+    add_super_block<kExpanded>(
+        isb, fsb, xd, b, [&](int r) { return meta[r] + b * kPackQ6KMeta + 256; }, acc);
   }
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
@@ -491,40 +507,13 @@ void tile_iq4_xs(const MatmulArgs& a, int64_t g, int64_t t0) {
         const VI init = V::set1_i32(P::kOffset * (bs[t][16 * b + 2 * j] + bs[t][16 * b + 2 * j + 1]));
         for (int r = 0; r < RG; ++r) is[r][t] = init;
       }
-      for (int i = 0; i < 4; ++i) {
-        VI w0[RG], w1[RG];
-        for (int r = 0; r < RG; ++r) P::step(q[r] + (b * 8 + j) * P::kQBytes, i, w0[r], w1[r]);
-        for (int t = 0; t < T; ++t) {
-          const VI xa = bcast32(x[t] + 256 * b + 32 * j + P::off0(i));
-          const VI xb = bcast32(x[t] + 256 * b + 32 * j + P::off1(i));
-          for (int r = 0; r < RG; ++r) {
-            is[r][t] = V::dot_q8(is[r][t], w0[r], xa);
-            is[r][t] = V::dot_q8(is[r][t], w1[r], xb);
-          }
-        }
-      }
-      for (int r = 0; r < RG; ++r) {
-        if constexpr (kExpanded) {
-          const VF sc = V::load_f(dsc[r] + 16 * (8 * b + j));
-          for (int t = 0; t < T; ++t) fsb[r][t] = V::fmadd(V::cvt_i_f(is[r][t]), sc, fsb[r][t]);
-        } else {
-          const VI sc = V::i8x16_to_i32(meta[r] + b * kPackIQ4XSMeta + 32 + 16 * j);
-          for (int t = 0; t < T; ++t) isb[r][t] = V::add_i32(isb[r][t], V::mullo_i32(is[r][t], sc));
-        }
-      }
+      sub_block_dot<P>(q, x, b, j, is);
+      add_scaled<kExpanded>(
+          is, dsc, 8 * b + j, [&](int r) { return V::i8x16_to_i32(meta[r] + b * kPackIQ4XSMeta + 32 + 16 * j); }, isb,
+          fsb);
     }
-    if constexpr (kExpanded) {
-      for (int t = 0; t < T; ++t) {
-        const VF dx = V::set1_f(xd[t][b]);
-        for (int r = 0; r < RG; ++r) acc[r][t] = V::fmadd(fsb[r][t], dx, acc[r][t]);
-      }
-    } else {
-      for (int r = 0; r < RG; ++r) {
-        const VF dv = V::load_f16(meta[r] + b * kPackIQ4XSMeta);
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = V::fmadd(V::cvt_i_f(isb[r][t]), V::mul(dv, V::set1_f(xd[t][b])), acc[r][t]);
-      }
-    }
+    add_super_block<kExpanded>(
+        isb, fsb, xd, b, [&](int r) { return meta[r] + b * kPackIQ4XSMeta; }, acc);
   }
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < RG; ++r) store_group(a, t0 + t, g + r, acc[r][t]);
