@@ -229,13 +229,6 @@ void tile_q8_0r(const MatmulArgs& a, int64_t g, int64_t t0) {
   }
 }
 
-// Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
-// zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
-// sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
-// P: the sub-blocks' quant layout (PQ4_0, PQ5_0 for Q5_K). kExpanded:
-// prefill over XK45<P>'s copy (the quants as PX<P>, the metadata, then each
-// sub-block's d * sc as 16 floats): sub-blocks summed in float (a convert
-// and an FMA instead of vpmulld, 2 µops on port 0, and an add).
 // The super-block tiles (K-quants, IQ4_XS) sum each sub-block's exact
 // integer dot times its scale over a 256-element super-block: in integers
 // (times 6- or 8-bit scales, one convert per super-block) or, over an
@@ -295,6 +288,13 @@ inline void add_super_block(const VI (&isb)[RG][T], const VF (&fsb)[RG][T], cons
   }
 }
 
+// Q4_K: each 32-element sub-block is a Q4_0-style block (integer sum from
+// zero), scaled by d * sc[j] * dx; the mins term -dmin * dx * sum_j m[j] *
+// sum(x of sub-block j) goes through vpdpwssd on (m[2p], m[2p+1]) pairs.
+// P: the sub-blocks' quant layout (PQ4_0, PQ5_0 for Q5_K). kExpanded:
+// prefill over XK45<P>'s copy (the quants as PX<P>, the metadata, then each
+// sub-block's d * sc as 16 floats): sub-blocks summed in float (a convert
+// and an FMA instead of vpmulld, 2 µops on port 0, and an add).
 template <class P>
 struct PX;
 template <class P0, bool kExpanded, int RG, int T>
