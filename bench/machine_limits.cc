@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   const double vnni = probe_vnni_gops(threads, iters);
   if (vnni > 0) {
     std::printf("int8 VNNI peak: %7.1f GOP/s (vpdpbusd zmm)\n", vnni);
+    const double scaled = probe_vnni_block_scaled_gops(threads, iters / 8);
+    std::printf("int8 VNNI, a float scale per 32: %7.1f GOP/s (%.0f%% of the peak; Q8_0/Q4_0 tiles' ceiling)\n", scaled,
+                100.0 * scaled / vnni);
   } else {
     std::printf("int8 VNNI peak: n/a (no AVX512-VNNI)\n");
   }

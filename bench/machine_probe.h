@@ -133,6 +133,58 @@ __attribute__((target("avx512f,avx512vnni"))) inline double vnni_peak(int64_t it
   return 2.0 * 64 * kAcc * static_cast<double>(iters);
 }
 
+// The same 12 chains, each ending a 32-element block every 8 dots the way
+// a Q8_0 / Q4_0 tile does (kernels/cpu/packed_tiles_inl.h): the block's
+// int32 sum converted to float and added times its scale product, dw * dx
+// (convert, multiply, FMA: three more vector ops per 8 dots, on the ports the
+// dots use). Returns the int8 ops done, as vnni_peak counts them: the rate
+// such a tile reaches at best.
+__attribute__((target("avx512f,avx512vnni"))) inline double vnni_block_scaled(int64_t iters) {
+  static_assert(kAcc == 12, "the asm below names 12 chains");
+  __m512i a0 = _mm512_set1_epi32(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+          a10 = a0, a11 = a0;
+  __m512 f0 = _mm512_setzero_ps(), f1 = f0, f2 = f0, f3 = f0, f4 = f0, f5 = f0, f6 = f0, f7 = f0, f8 = f0, f9 = f0,
+         f10 = f0, f11 = f0;
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  __m512 dw = _mm512_set1_ps(1e-3f);
+  // One activation scale per chain (a tile's chains are rows x tokens: 12
+  // different products dw * dx per block).
+  static const float dx[kAcc] = {0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f, 1.3f, 1.4f, 1.5f, 1.6f};
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < 8; ++j)
+      asm("vpdpbusd %13, %12, %0\n\tvpdpbusd %13, %12, %1\n\tvpdpbusd %13, %12, %2\n\t"
+          "vpdpbusd %13, %12, %3\n\tvpdpbusd %13, %12, %4\n\tvpdpbusd %13, %12, %5\n\t"
+          "vpdpbusd %13, %12, %6\n\tvpdpbusd %13, %12, %7\n\tvpdpbusd %13, %12, %8\n\t"
+          "vpdpbusd %13, %12, %9\n\tvpdpbusd %13, %12, %10\n\tvpdpbusd %13, %12, %11"
+          : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),
+            "+v"(a10), "+v"(a11)
+          : "v"(u), "v"(s));
+    asm volatile("" : "+v"(dw));  // a new block: its scales are not the last block's
+#define PAGODA_BLOCK_END(k) \
+  f##k = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a##k), _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), f##k)
+    PAGODA_BLOCK_END(0);
+    PAGODA_BLOCK_END(1);
+    PAGODA_BLOCK_END(2);
+    PAGODA_BLOCK_END(3);
+    PAGODA_BLOCK_END(4);
+    PAGODA_BLOCK_END(5);
+    PAGODA_BLOCK_END(6);
+    PAGODA_BLOCK_END(7);
+    PAGODA_BLOCK_END(8);
+    PAGODA_BLOCK_END(9);
+    PAGODA_BLOCK_END(10);
+    PAGODA_BLOCK_END(11);
+#undef PAGODA_BLOCK_END
+  }
+  const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f0, f1), _mm512_add_ps(f2, f3)),
+                                                 _mm512_add_ps(_mm512_add_ps(f4, f5), _mm512_add_ps(f6, f7))),
+                                   _mm512_add_ps(_mm512_add_ps(f8, f9), _mm512_add_ps(f10, f11)));
+  alignas(64) float out[16];
+  _mm512_store_ps(out, sum);
+  if (out[0] == 12345.0f) std::puts("");
+  return 2.0 * 64 * kAcc * 8 * static_cast<double>(iters);
+}
+
 // Read-only GB/s of `threads` threads summing `mib` MiB (best of 5).
 inline double probe_read_gbs(int threads, size_t mib) {
   const size_t n = mib * 1024 * 1024 / sizeof(float);
@@ -162,6 +214,14 @@ inline double probe_vnni_gops(int threads, int64_t iters) {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) return 0;
   double ops = 0;
   const double t = best_seconds(threads, 3, [&](int, int) { ops = vnni_peak(iters); });
+  return ops * threads / t / 1e9;
+}
+
+// vnni_block_scaled's GOP/s over `threads` threads; 0 without AVX512-VNNI.
+inline double probe_vnni_block_scaled_gops(int threads, int64_t iters) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) return 0;
+  double ops = 0;
+  const double t = best_seconds(threads, 3, [&](int, int) { ops = vnni_block_scaled(iters); });
   return ops * threads / t / 1e9;
 }
 
