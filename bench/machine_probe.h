@@ -105,26 +105,29 @@ __attribute__((target("avx2,fma"))) inline double fma_peak_avx2(int64_t iters) {
   return 2.0 * 8 * kAcc * static_cast<double>(iters);
 }
 
+// One dot on each of 12 chains a0..a11 (named variables, so they stay in
+// registers), a_k += u (u8) . s (s8), as one asm block: with
+// _mm512_dpbusd_epi32 GCC copied each accumulator around its dot (two
+// register moves per dot, which held the probe to ~2/3 of the machine's
+// rate on Ice Lake); the packed tiles use asm too (cpu/simd_avx512.h).
+#define PAGODA_DOTS12()                                                                                                \
+  asm("vpdpbusd %13, %12, %0\n\tvpdpbusd %13, %12, %1\n\tvpdpbusd %13, %12, %2\n\t"                                    \
+      "vpdpbusd %13, %12, %3\n\tvpdpbusd %13, %12, %4\n\tvpdpbusd %13, %12, %5\n\t"                                    \
+      "vpdpbusd %13, %12, %6\n\tvpdpbusd %13, %12, %7\n\tvpdpbusd %13, %12, %8\n\t"                                    \
+      "vpdpbusd %13, %12, %9\n\tvpdpbusd %13, %12, %10\n\tvpdpbusd %13, %12, %11"                                      \
+      : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), \
+        "+v"(a11)                                                                                                      \
+      : "v"(u), "v"(s))
+
 // int8 ops: kAcc chains x 64 u8*s8 products x 2 (mul + add) x iters.
 __attribute__((target("avx512f,avx512vnni"))) inline double vnni_peak(int64_t iters) {
-  static_assert(kAcc == 12, "the asm below names 12 chains");
+  static_assert(kAcc == 12, "PAGODA_DOTS12 names 12 chains");
   __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2), a3 = _mm512_set1_epi32(3),
           a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5), a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7),
           a8 = _mm512_set1_epi32(8), a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10),
           a11 = _mm512_set1_epi32(11);
   const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
-  // One asm block of the 12 dots: with _mm512_dpbusd_epi32 GCC copied each
-  // accumulator around its dot (two register moves per dot, which held the
-  // probe to ~2/3 of the machine's rate); the packed tiles use asm too
-  // (cpu/simd_avx512.h).
-  for (int64_t i = 0; i < iters; ++i)
-    asm("vpdpbusd %13, %12, %0\n\tvpdpbusd %13, %12, %1\n\tvpdpbusd %13, %12, %2\n\t"
-        "vpdpbusd %13, %12, %3\n\tvpdpbusd %13, %12, %4\n\tvpdpbusd %13, %12, %5\n\t"
-        "vpdpbusd %13, %12, %6\n\tvpdpbusd %13, %12, %7\n\tvpdpbusd %13, %12, %8\n\t"
-        "vpdpbusd %13, %12, %9\n\tvpdpbusd %13, %12, %10\n\tvpdpbusd %13, %12, %11"
-        : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10),
-          "+v"(a11)
-        : "v"(u), "v"(s));
+  for (int64_t i = 0; i < iters; ++i) PAGODA_DOTS12();
   const __m512i sum =
       _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
                                         _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7))),
@@ -140,7 +143,7 @@ __attribute__((target("avx512f,avx512vnni"))) inline double vnni_peak(int64_t it
 // dots use). Returns the int8 ops done, as vnni_peak counts them: the rate
 // such a tile reaches at best.
 __attribute__((target("avx512f,avx512vnni"))) inline double vnni_block_scaled(int64_t iters) {
-  static_assert(kAcc == 12, "the asm below names 12 chains");
+  static_assert(kAcc == 12, "PAGODA_DOTS12 names 12 chains");
   __m512i a0 = _mm512_set1_epi32(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
           a10 = a0, a11 = a0;
   __m512 f0 = _mm512_setzero_ps(), f1 = f0, f2 = f0, f3 = f0, f4 = f0, f5 = f0, f6 = f0, f7 = f0, f8 = f0, f9 = f0,
@@ -151,14 +154,7 @@ __attribute__((target("avx512f,avx512vnni"))) inline double vnni_block_scaled(in
   // different products dw * dx per block).
   static const float dx[kAcc] = {0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f, 1.3f, 1.4f, 1.5f, 1.6f};
   for (int64_t i = 0; i < iters; ++i) {
-    for (int j = 0; j < 8; ++j)
-      asm("vpdpbusd %13, %12, %0\n\tvpdpbusd %13, %12, %1\n\tvpdpbusd %13, %12, %2\n\t"
-          "vpdpbusd %13, %12, %3\n\tvpdpbusd %13, %12, %4\n\tvpdpbusd %13, %12, %5\n\t"
-          "vpdpbusd %13, %12, %6\n\tvpdpbusd %13, %12, %7\n\tvpdpbusd %13, %12, %8\n\t"
-          "vpdpbusd %13, %12, %9\n\tvpdpbusd %13, %12, %10\n\tvpdpbusd %13, %12, %11"
-          : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),
-            "+v"(a10), "+v"(a11)
-          : "v"(u), "v"(s));
+    for (int j = 0; j < 8; ++j) PAGODA_DOTS12();
     asm volatile("" : "+v"(dw));  // a new block: its scales are not the last block's
 #define PAGODA_BLOCK_END(k) \
   f##k = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a##k), _mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), f##k)

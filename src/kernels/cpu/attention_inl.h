@@ -249,7 +249,7 @@ void qk_rows(const float* const* q, const float* kt, int32_t hd, float scale, fl
 }
 // Blocks of kAccF rows (2 x kAccF accumulators: a 64-row prefill tile's
 // scores took ~13% less time than with kAccF / 2, bench/RESULTS.md
-// 2026-12-06), then one of kAccF / 2, then single rows.
+// 2026-12-05/06), then one of kAccF / 2, then single rows.
 void qk_tile(const float* const* q, int32_t rows, const float* kt, int32_t hd, float scale, float* sc) {
   constexpr int kR = V::kAccF;
   int32_t r = 0;
