@@ -8,6 +8,10 @@
 #   bench/run_spec_bench.sh pairs [ROUNDS]  the same at --max-seqs 4, 16, 64, paired: none and the method run at
 #                                          once, one thread each, pinned to CPUs 0 and 1 (swapped every round), so
 #                                          both see the same machine; median of ROUNDS (default 6) ratios
+#   bench/run_spec_bench.sh seq [ROUNDS] [C]  --max-seqs C (default 64): none and the four methods one after another
+#                                          on CPU 0 (one thread), the order rotated every round; per method the
+#                                          median of ROUNDS (default 10) ratios to the round's none and a bootstrap
+#                                          95% interval (runs close in time, none at once: tighter than pairs here)
 # THREADS (default 2), BIN (default build/pagoda), DRAFT (default models/pagoda-small-draft.gguf),
 # LOOKAHEAD (W,N,G, default 1,5,2).
 set -euo pipefail
@@ -65,5 +69,32 @@ print('%.3f' % (s['output_tokens_per_s'] / n['output_tokens_per_s']))")"
         echo "C=$c $s/none: median $(python3 -c "import statistics,sys; print('%.3f' % statistics.median(map(float, sys.argv[1:])))" $ratios) [$ratios ]"
       done
     done ;;
-  *) echo "usage: $0 batch1 [TEMP] | sweep | pairs [ROUNDS]" >&2; exit 2 ;;
+  seq)
+    rounds=${2:-10}
+    c=${3:-64}
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    methods=(none ngram draft lookahead medusa)
+    for round in $(seq "$rounds"); do
+      for k in "${!methods[@]}"; do
+        s=${methods[$(((k + round) % ${#methods[@]}))]}
+        taskset -c 0 "$bin" bench throughput -m "$model" --num-prompts 128 --input-len 64 --output-len 128 \
+            --max-seqs "$c" -t 1 --spec "$s" --draft-model "$draft" --lookahead "$la" --json 2>/dev/null > "$tmp/r.json"
+        echo "$round $s $(python3 -c "import json; print(json.load(open('$tmp/r.json'))['output_tokens_per_s'])")"
+      done
+    done > "$tmp/runs.txt"
+    python3 - "$tmp/runs.txt" "$c" <<'PY'
+import random, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    r, m, v = line.split()
+    runs.setdefault(r, {})[m] = float(v)
+rng = random.Random(1)
+for m in ["ngram", "draft", "lookahead", "medusa"]:
+    x = [d[m] / d["none"] for d in runs.values() if m in d and "none" in d]
+    boot = sorted(statistics.median(rng.choices(x, k=len(x))) for _ in range(4000))
+    print("C=%s %s/none: median %.3f, 95%% interval [%.3f, %.3f] over %d rounds, range %.3f-%.3f" %
+          (sys.argv[2], m, statistics.median(x), boot[100], boot[3899], len(x), min(x), max(x)))
+PY
+    ;;
+  *) echo "usage: $0 batch1 [TEMP] | sweep | pairs [ROUNDS] | seq [ROUNDS] [C]" >&2; exit 2 ;;
 esac

@@ -278,6 +278,8 @@ int bench_throughput(int argc, char** argv) {
       {"grammar_masks", st.num_grammar_masks},
       {"grammar_mask_s", st.grammar_mask_seconds},
       {"spec_verify_s", st.spec_verify_seconds},
+      {"execute_s", st.execute_seconds},
+      {"sample_s", st.sample_seconds},
   };
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());

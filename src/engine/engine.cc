@@ -709,7 +709,9 @@ std::vector<RequestOutput> Engine::step() {
   const double draft_seconds = draft_                                              ? run_draft_model(out)
                                : proposer_ && proposer_->drafts_after_scheduling() ? fill_tree_drafts(out)
                                                                                    : 0.0;  // (drafts)
-  const std::span<float> logits = runner_->execute(out, *kv_manager_);                     // 2. execute
+  const double t_execute = now();
+  const std::span<float> logits = runner_->execute(out, *kv_manager_);  // 2. execute
+  const double t_executed = now();
   scheduler_->on_step_done(out);
   const double kv_waste = kv_manager_->kv_waste();
   // A pure-decode step next (every scheduled sequence decoding, as in this
@@ -717,9 +719,11 @@ std::vector<RequestOutput> Engine::step() {
   // then none are proposed.
   drafts_held_ = spec_auto_ && !step_cost_.empty() && decode_only(out) &&
                  !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()));
+  const double t_sample = now();
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
   drafts_held_ = false;
   plan_drafts(out);  // and size the next drafts
+  stats_.record_phases(t_executed - t_execute, now() - t_sample);
   int64_t num_generated = 0;
   for (const RequestOutput& o : outputs) num_generated += static_cast<int64_t>(o.new_tokens.size());
   const double seconds = now() - t_start;

@@ -17,6 +17,11 @@ struct EngineStats {
   int32_t max_running_seqs = 0;  // most sequences one step ran
   double prefill_seconds = 0;    // steps whose batch was mostly prompt tokens
   double decode_seconds = 0;
+  // Where steps' time goes: the forward pass (ModelRunner::execute), and
+  // sampling / verifying with proposing and planning the next drafts. The
+  // rest of a step is scheduling, a draft model's passes and bookkeeping.
+  double execute_seconds = 0;
+  double sample_seconds = 0;
   double kv_waste_sum = 0;               // summed over steps, for the mean
   int64_t num_prompt_tokens = 0;         // of requests admitted so far
   int64_t num_cached_prompt_tokens = 0;  // of those, served by the prefix cache
@@ -61,6 +66,10 @@ class StepStats {
     if (met) ++stats_.num_slo_met;
   }
   void record_draft_seconds(double seconds) { stats_.spec_draft_seconds += seconds; }
+  void record_phases(double execute_seconds, double sample_seconds) {
+    stats_.execute_seconds += execute_seconds;
+    stats_.sample_seconds += sample_seconds;
+  }
   void record_proposal() { ++stats_.num_spec_proposals; }
   void record_grammar_mask(double seconds) {
     ++stats_.num_grammar_masks;

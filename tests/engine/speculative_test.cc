@@ -156,6 +156,10 @@ TEST_P(SpeculativeGreedy, OutputsEqualSpeculationOff) {
   EXPECT_GT(st.spec_draft_seconds, 0.0);
   EXPECT_GT(st.spec_verify_seconds, 0.0);
   EXPECT_EQ(off->stats().spec_verify_seconds, 0.0);
+  // The step phases (bench throughput's execute_s / sample_s) lie within the steps.
+  EXPECT_GT(st.execute_seconds, 0.0);
+  EXPECT_GT(st.sample_seconds, 0.0);
+  EXPECT_LE(st.execute_seconds + st.sample_seconds, st.prefill_seconds + st.decode_seconds + 1e-9);
   // With a roomy budget drafts cost no one else a slot: fewer steps. (With a
   // tiny budget they crowd out prefill chunks; adaptive speculation's job.)
   if (c.budget >= 64) {
