@@ -280,6 +280,9 @@ int bench_throughput(int argc, char** argv) {
       {"spec_verify_s", st.spec_verify_seconds},
       {"execute_s", st.execute_seconds},
       {"sample_s", st.sample_seconds},
+      {"num_draft_tokens", st.num_draft_tokens},
+      {"num_spec_verifications", st.num_spec_verify_steps},
+      {"num_decode_tokens_computed", st.num_decode_tokens_computed},
   };
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());

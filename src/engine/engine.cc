@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -623,6 +624,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   }
   int32_t num_planned = num_base;
   for (int32_t n : k) num_planned += n;
+  int32_t num_kept = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
     int32_t keep = a.probed(k[i], candidates[i].max_drafts, !ideal.empty() && ideal[i] > 0);
@@ -640,8 +642,14 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     }
     choices[i]->seq.resize_drafts(static_cast<size_t>(keep));
     choices[i]->spec_planned_gain = planned_gain(candidates[i], keep);
-    if (keep == 0) a.fade();
+    // Steps skipped while the plans were idle count as planned away.
+    if (keep == 0)
+      for (int32_t f = 0; f < std::max(1, plan_idle_ ? plan_idle_steps_ : 1); ++f) a.fade();
+    num_kept += keep;
   }
+  plan_idle_ = num_kept == 0;
+  plan_idle_steps_ = 0;
+  plan_idle_bucket_ = std::bit_width(out.scheduled.size());
 }
 
 std::shared_ptr<const KVBlockExport> Engine::export_prompt_kv(const Choice& c) const {
@@ -719,9 +727,17 @@ std::vector<RequestOutput> Engine::step() {
   // then none are proposed.
   drafts_held_ = spec_auto_ && !step_cost_.empty() && decode_only(out) &&
                  !spec_gate_.allow(static_cast<int32_t>(out.scheduled.size()));
+  if (plan_idle_) {
+    // Replan now and then, and at once where the batch has grown or shrunk
+    // by a power of two (a step's price per token moves with it).
+    const int32_t bucket = std::bit_width(out.scheduled.size());
+    if (bucket != plan_idle_bucket_) plan_idle_ = false;
+    plan_skipped_ = plan_idle_ && ++plan_idle_steps_ % kReplanEvery != 0;
+  }
   const double t_sample = now();
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
   drafts_held_ = false;
+  plan_skipped_ = false;
   plan_drafts(out);  // and size the next drafts
   stats_.record_phases(t_executed - t_execute, now() - t_sample);
   int64_t num_generated = 0;
@@ -733,7 +749,13 @@ std::vector<RequestOutput> Engine::step() {
                                      [](const ScheduledSeq& s) { return s.num_draft_tokens > 0; });
     spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_generated, seconds);
   }
-  if (spec_auto_ && learn_step_cost_) step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
+  // Drafts are priced as decode steps' tokens, so the model learns from
+  // pure-decode steps only: with prefill steps in the fit, the line's slope
+  // came from them (matmuls, short contexts) and its offset from the decode
+  // steps, and a draft in a step of 64 sequences was priced at a third of
+  // what it cost (attention over its context; bench/RESULTS.md, 2026-12-06).
+  if (spec_auto_ && learn_step_cost_ && decode_only(out))
+    step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
   if (spec_auto_) probe_budget_.earn(seconds);
   update(outputs);  // 4. update: drop finished requests
   return outputs;

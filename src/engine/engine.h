@@ -207,8 +207,9 @@ class Engine : private DecodingHost {
   Choice& fork_choice(Request& req, const Choice& parent) override;
   void finish_choice(Choice& c, FinishReason reason) override;
   const Proposer* proposer() const override { return proposer_.get(); }
-  // 0 while SpecGate holds the next step's drafts back: none are proposed.
-  int32_t num_spec_tokens() const override { return drafts_held_ ? 0 : num_spec_tokens_; }
+  // 0 while SpecGate holds the next step's drafts back, or while the planner
+  // keeps finding that no draft pays: none are proposed.
+  int32_t num_spec_tokens() const override { return drafts_held_ || plan_skipped_ ? 0 : num_spec_tokens_; }
   void accept_drafts(Choice& c, int32_t num_drafts, std::span<const int32_t> tree_path, bool rejected) override;
   void move_draft_kv(const Sequence& seq, int32_t from_pos, int32_t to_pos) override;
   std::span<const float> hidden_of(const float* logits_row) const override;
@@ -244,13 +245,21 @@ class Engine : private DecodingHost {
   bool spec_auto_ = false;
   double last_step_start_ = -1;  // for Scheduler::observe_step
   int32_t last_step_tokens_ = 0;
-  std::span<const float> step_logits_;               // this step's logits, while sample() runs
-  double tree_fill_seconds_per_head_ = 0;            // Medusa: one head's pass for one sequence (learned)
-  int32_t tree_fill_depth_ = 0;                      // Medusa: heads (a tree of n nodes runs min(n, heads) of them)
-  bool tree_gains_ = false;                          // the proposer prices its tree's nodes (Proposer::node_gains)
-  GainCalibration gain_calibration_;                 // accepted vs planned drafts, engine-wide
-  SpecGate spec_gate_;                               // measured tokens/s with and without drafts, per batch size
-  bool drafts_held_ = false;                         // the gate's verdict for the step being sampled: no drafts
+  std::span<const float> step_logits_;     // this step's logits, while sample() runs
+  double tree_fill_seconds_per_head_ = 0;  // Medusa: one head's pass for one sequence (learned)
+  int32_t tree_fill_depth_ = 0;            // Medusa: heads (a tree of n nodes runs min(n, heads) of them)
+  bool tree_gains_ = false;                // the proposer prices its tree's nodes (Proposer::node_gains)
+  GainCalibration gain_calibration_;       // accepted vs planned drafts, engine-wide
+  SpecGate spec_gate_;                     // measured tokens/s with and without drafts, per batch size
+  bool drafts_held_ = false;               // the gate's verdict for the step being sampled: no drafts
+  // The planner's last plan kept no draft (none would pay, no probe): the
+  // steps after it propose nothing but every kReplanEvery-th, until the
+  // batch size changes its power of two (Engine::step).
+  static constexpr int32_t kReplanEvery = 8;
+  bool plan_idle_ = false;
+  int32_t plan_idle_steps_ = 0;
+  int32_t plan_idle_bucket_ = -1;
+  bool plan_skipped_ = false;                        // this step proposes nothing (while sample() runs)
   ProbeBudget probe_budget_;                         // step time probes may still spend
   std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;

@@ -19,6 +19,14 @@
 // contexts, other text) is noticed: kProbeEvery steps after a verdict, then
 // twice as far apart each time, up to kMaxProbeEvery; a probe that measures
 // the losing arm ahead brings the next one to kRecheckEvery steps.
+// The arms are compared in pairs of steps close in time (a drafted step and
+// a plain one at most kPairWindow steps apart): a step's rate falls as the
+// batch's contexts grow, so an arm last sampled earlier looks faster than it
+// is now, and comparing the two arms' averages flipped the verdict back and
+// forth where drafts were about even (64 sequences, bench/RESULTS.md,
+// 2026-12-06). The verdict follows the average log ratio of such pairs,
+// taken one standard error towards parity (a lucky run of pairs does not
+// turn drafts on where they are about even).
 #pragma once
 
 #include <array>
@@ -34,6 +42,8 @@ class SpecGate {
   static constexpr int32_t kRecheckEvery = 4;
   static constexpr double kMinGain = 0.03;      // drafted steps must measure 3% faster
   static constexpr double kClearMargin = 0.15;  // an arm this far ahead wins on kMinSamples / 2 samples
+  static constexpr int32_t kPairWindow = 4;     // steps apart a drafted and a plain step may be to compare
+  static constexpr double kPairWeight = 0.1;    // a new pair's weight in the average, once there are 10
 
   // Whether the next pure-decode step of num_seqs sequences may carry drafts.
   bool allow(int32_t num_seqs);
@@ -43,6 +53,10 @@ class SpecGate {
   // The measured tokens per second of a batch size's arm (0: no sample yet).
   double rate(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].rate[drafted ? 1 : 0]; }
   int32_t samples(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].samples[drafted ? 1 : 0]; }
+  // Drafted over plain tokens per second as the verdict sees it: the
+  // average of paired steps' ratios (the arms' rates until a pair was seen;
+  // 1 before any sample).
+  double drafted_over_plain(int32_t num_seqs) const { return ratio(buckets_[bucket(num_seqs)]); }
 
  private:
   struct Bucket {
@@ -52,8 +66,15 @@ class SpecGate {
     int8_t verdict = -1;  // -1: sampling; 0: plain steps; 1: drafts
     int32_t probe_gap = kProbeEvery;
     int64_t next_probe = 0;
+    double last_rate[2] = {0, 0};  // each arm's latest step
+    int64_t last_step[2] = {-1, -1};
+    double log_ratio = 0;  // EWMA of log(drafted / plain) over pairs
+    double log_var = 0;    // and its EW variance
+    int32_t pairs = 0;
   };
   static int32_t bucket(int32_t num_seqs);
+  static double ratio(const Bucket& b);
+  static double ratio_error(const Bucket& b);
   std::array<Bucket, 12> buckets_;
 };
 
