@@ -53,10 +53,6 @@ class SpecGate {
   // The measured tokens per second of a batch size's arm (0: no sample yet).
   double rate(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].rate[drafted ? 1 : 0]; }
   int32_t samples(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].samples[drafted ? 1 : 0]; }
-  // Drafted over plain tokens per second as the verdict sees it: the
-  // average of paired steps' ratios (the arms' rates until a pair was seen;
-  // 1 before any sample).
-  double drafted_over_plain(int32_t num_seqs) const { return ratio(buckets_[bucket(num_seqs)]); }
 
  private:
   struct Bucket {
@@ -73,6 +69,9 @@ class SpecGate {
     int32_t pairs = 0;
   };
   static int32_t bucket(int32_t num_seqs);
+  // Drafted over plain tokens per second as the verdict sees it: the
+  // average of paired steps' ratios (the arms' rates until a pair was seen;
+  // 1 before any sample).
   static double ratio(const Bucket& b);
   static double ratio_error(const Bucket& b);
   std::array<Bucket, 12> buckets_;

@@ -7,25 +7,31 @@
 namespace pagoda {
 namespace {
 
-// Steps of a simulated machine: each arm's tokens per second with `sd`
-// relative noise. Returns the fraction of steps (after the first 100) that
-// carried drafts.
-double drafted_share(double plain_rate, double drafted_rate, int32_t num_seqs, uint32_t seed, double sd = 0.1) {
+// Steps of a simulated machine: rate(step, drafted) is an arm's tokens per
+// second, with `sd` relative noise. Returns the fraction of steps (after the
+// first 100) that carried drafts.
+template <typename Rate>
+double drafted_share_of(Rate rate, int32_t num_seqs, uint32_t seed, double sd) {
   SpecGate gate;
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(1.0, sd);
   int32_t drafted = 0, counted = 0;
   for (int step = 0; step < 1000; ++step) {
     const bool d = gate.allow(num_seqs);
-    const double rate = (d ? drafted_rate : plain_rate) * noise(rng);
+    const double r = rate(step, d) * noise(rng);
     const int64_t tokens = d ? 2 * num_seqs : num_seqs;
-    gate.record(num_seqs, d, tokens, static_cast<double>(tokens) / rate);
+    gate.record(num_seqs, d, tokens, static_cast<double>(tokens) / r);
     if (step >= 100) {
       ++counted;
       drafted += d ? 1 : 0;
     }
   }
   return static_cast<double>(drafted) / counted;
+}
+
+// Each arm at a fixed rate.
+double drafted_share(double plain_rate, double drafted_rate, int32_t num_seqs, uint32_t seed, double sd = 0.1) {
+  return drafted_share_of([&](int, bool d) { return d ? drafted_rate : plain_rate; }, num_seqs, seed, sd);
 }
 
 TEST(SpecGate, SpeculatesWhereItMeasuredFasterOnly) {
@@ -104,25 +110,12 @@ TEST(SpecGate, FollowsAChangeOfWhichArmIsFaster) {
 }
 
 // Steps slow down as the batch's contexts grow (here to a third over 1,000
-// steps), for both arms alike: the gate compares steps close in time, so
-// an arm last sampled earlier, when steps were faster, does not win on
-// that. Returns the fraction of steps (after the first 100) with drafts.
+// steps), for both arms alike, with 3% noise: the gate compares steps close
+// in time, so an arm last sampled earlier, when steps were faster, does not
+// win on that.
 double drafted_share_drifting(double gain, uint32_t seed) {
-  SpecGate gate;
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> noise(1.0, 0.03);
-  int32_t drafted = 0, counted = 0;
-  for (int step = 0; step < 1000; ++step) {
-    const bool d = gate.allow(64);
-    const double rate = 1000.0 / (1.0 + step / 500.0) * (d ? 1.0 + gain : 1.0) * noise(rng);
-    const int64_t tokens = d ? 80 : 64;
-    gate.record(64, d, tokens, static_cast<double>(tokens) / rate);
-    if (step >= 100) {
-      ++counted;
-      drafted += d ? 1 : 0;
-    }
-  }
-  return static_cast<double>(drafted) / counted;
+  return drafted_share_of([&](int step, bool d) { return 1000.0 / (1.0 + step / 500.0) * (d ? 1.0 + gain : 1.0); }, 64,
+                          seed, 0.03);
 }
 
 TEST(SpecGate, ComparesArmsCloseInTimeWhileStepsSlowDown) {
