@@ -606,28 +606,33 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
                          tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale());
   // Could drafts accepted half as often as perfect ones pay (a chain of
   // them in place of each sequence the planner left without drafts and
-  // whose record is empty or faded)? Only then is such a sequence probed.
-  // A probe pays a draft model's whole lag, not a share: it may be the
-  // sequence's only draft.
+  // whose record is empty or faded)? Only then is such a sequence probed,
+  // the sooner the more they could win (probe_scale). A probe pays a draft
+  // model's whole lag, not a share: it may be the sequence's only draft.
   std::vector<int32_t> ideal;
   bool probe = false;
   for (size_t i = 0; i < choices.size(); ++i) {
     const AcceptanceCounts& a = choices[i]->spec_acceptance;
-    probe = probe || (k[i] == 0 && a.probed(0, candidates[i].max_drafts, true) > 0);
+    probe = probe || (k[i] == 0 &&
+                      a.probed(0, candidates[i].max_drafts, true, AcceptanceCounts::kProbeBelow * kMaxProbeScale) > 0);
   }
   if (probe) {
     std::vector<DraftCandidate> best = candidates;
     for (size_t i = 0; i < best.size(); ++i)
       best[i] = {1.0, best[i].max_drafts, {}, draft_ ? choices[i]->seq.num_draft_lag : 0};
+    double could_gain = 0;
     ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
-                               tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5);
+                               tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5, &could_gain);
+    probe_scale_ = probe_scale(could_gain);
   }
+  const double probe_below = AcceptanceCounts::kProbeBelow * probe_scale_;
   int32_t num_planned = num_base;
   for (int32_t n : k) num_planned += n;
   int32_t num_kept = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
-    int32_t keep = a.probed(k[i], candidates[i].max_drafts, !ideal.empty() && ideal[i] > 0);
+    const bool could_pay = !ideal.empty() && ideal[i] > 0;
+    int32_t keep = a.probed(k[i], candidates[i].max_drafts, could_pay, probe_below);
     if (keep > k[i]) {
       // A probe is paid from the probe budget (its marginal step time, the
       // draft model's catch-up and drafts, Medusa's heads), or not made.
@@ -756,7 +761,7 @@ std::vector<RequestOutput> Engine::step() {
   // what it cost (attention over its context; bench/RESULTS.md, 2026-12-06).
   if (spec_auto_ && learn_step_cost_ && decode_only(out))
     step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
-  if (spec_auto_) probe_budget_.earn(seconds);
+  if (spec_auto_) probe_budget_.earn(seconds, probe_scale_);
   update(outputs);  // 4. update: drop finished requests
   return outputs;
 }

@@ -261,6 +261,7 @@ class Engine : private DecodingHost {
   int32_t plan_idle_bucket_ = -1;
   bool plan_skipped_ = false;                        // this step proposes nothing (while sample() runs)
   ProbeBudget probe_budget_;                         // step time probes may still spend
+  double probe_scale_ = 1;                           // probe_scale of the last plan that could probe
   std::vector<std::vector<double>> tree_gain_rows_;  // plan_drafts' scratch
   StepCostModel step_cost_;
   bool learn_step_cost_ = true;

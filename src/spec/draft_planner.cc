@@ -89,7 +89,8 @@ double optimistic_acceptance(double num_accepted, double num_rejected, double pr
 
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates, const StepCostModel* draft_cost,
-                                        double first_draft_seconds, int32_t costly_drafts, double gain_scale) {
+                                        double first_draft_seconds, int32_t costly_drafts, double gain_scale,
+                                        double* rate_gain) {
   // Each candidate's marginal gains a, a^2, ... (or its tree's node gains)
   // fall, so taking the d best
   // gains over all candidates maximizes the expected tokens for d drafts.
@@ -114,7 +115,8 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
   std::vector<int32_t> pass_size(static_cast<size_t>(max_drafts) + 1, 0);
   double draft_seconds = 0.0;
   double expected = num_tokens;
-  double best_rate = expected / (cost.seconds(num_tokens) + draft_seconds);
+  const double base_rate = expected / cost.seconds(num_tokens);
+  double best_rate = base_rate;
   size_t best_d = 0;
   while (!next.empty()) {
     const auto [gain, i] = next.top();
@@ -141,15 +143,17 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
   }
   std::vector<int32_t> k(candidates.size(), 0);
   for (size_t d = 0; d < best_d; ++d) ++k[order[d]];
+  if (rate_gain) *rate_gain = best_d > 0 && base_rate > 0 ? best_rate / base_rate - 1.0 : 0.0;
   return k;
 }
 
-void ProbeBudget::earn(double seconds) {
+void ProbeBudget::earn(double seconds, double scale) {
   if (!(seconds > 0)) return;
+  const double share = kShare * std::clamp(scale, 1.0, kMaxProbeScale);
   // The cap follows the step time (a slow start-up step must not leave a
   // burst of credit behind).
-  cap_ = cap_ == 0 ? kShare * kMaxSteps * seconds : 0.9 * cap_ + 0.1 * kShare * kMaxSteps * seconds;
-  credit_ = std::min(credit_ + kShare * seconds, cap_);
+  cap_ = cap_ == 0 ? share * kMaxSteps * seconds : 0.9 * cap_ + 0.1 * share * kMaxSteps * seconds;
+  credit_ = std::min(credit_ + share * seconds, cap_);
 }
 
 bool ProbeBudget::spend(double seconds) {

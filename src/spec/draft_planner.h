@@ -83,14 +83,30 @@ struct AcceptanceCounts {
   // drafts once in 30 steps cost under 2% of such a step even when rejected;
   // in a compute-bound batch every probe costs its full share (and
   // sequences admitted together fade together), so there it never probes.
-  int32_t probed(int32_t planned, int32_t max_drafts, bool could_pay) const {
-    constexpr double kProbeBelow = 0.2;
-    constexpr int32_t kProbeDrafts = 2;
+  // Where drafts could pay much (probe_threshold), a record is probed
+  // before it faded that far.
+  static constexpr double kProbeBelow = 0.2;
+  static constexpr int32_t kProbeDrafts = 2;
+  int32_t probed(int32_t planned, int32_t max_drafts, bool could_pay, double probe_below = kProbeBelow) const {
     const double seen = num_accepted + num_rejected;
-    if (planned > 0 || seen >= kProbeBelow || !could_pay) return planned;
+    if (planned > 0 || seen >= probe_below || !could_pay) return planned;
     return std::min(kProbeDrafts, max_drafts);
   }
 };
+
+// How often planned-away sequences are probed follows what drafts could win:
+// `could_gain` is the rate gain (tokens per second over the plain step's,
+// minus 1) of drafts accepted half as often as perfect ones
+// (plan_draft_lengths' rate_gain). Up to kProbeGainRef a record is probed
+// once it faded below kProbeBelow and probes share kShare of step time, as
+// before; above it both grow in proportion, up to kMaxProbeScale times. At
+// batch 1 Medusa's drafts, when accepted, make steps 2.7x as productive; a
+// rejected first tree then kept it from drafting for ~60 steps (its record
+// fading to 0.2, one probe per ~35 steps of budget), a quarter of a
+// 256-token answer at a third of the speed (bench/RESULTS.md, 2026-12-06).
+constexpr double kProbeGainRef = 0.2;
+constexpr double kMaxProbeScale = 5.0;
+inline double probe_scale(double could_gain) { return std::clamp(could_gain / kProbeGainRef, 1.0, kMaxProbeScale); }
 
 // Per-token acceptance of a sequence's drafts from its verifications:
 // accepted drafts and verifications that ended in a rejection (the MLE of a
@@ -132,10 +148,13 @@ struct DraftCandidate {
 //
 // gain_scale multiplies every draft's expected gain (GainCalibration: the
 // engine's measured accepted / predicted, correcting the estimates' bias).
+// rate_gain, if given, receives the plan's expected tokens per second over
+// the step's without drafts, minus 1 (0: no draft planned).
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates,
                                         const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0,
-                                        int32_t costly_drafts = 1, double gain_scale = 1.0);
+                                        int32_t costly_drafts = 1, double gain_scale = 1.0,
+                                        double* rate_gain = nullptr);
 
 // The expected gain of a candidate's first k drafts, as plan_draft_lengths
 // counts it (before gain_scale).
@@ -154,8 +173,9 @@ class ProbeBudget {
   static constexpr double kShare = 0.01;
   static constexpr double kMaxSteps = 50;
 
-  // A step of `seconds` ran.
-  void earn(double seconds);
+  // A step of `seconds` ran; probes may spend `scale` x kShare of it
+  // (probe_scale).
+  void earn(double seconds, double scale = 1.0);
   // Takes `seconds` of credit if there is that much.
   bool spend(double seconds);
   double credit() const { return credit_; }

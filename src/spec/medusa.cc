@@ -264,12 +264,18 @@ void MedusaProposer::propose_tree(ProposerState* state, std::span<const int32_t>
 
 void MedusaProposer::fill_trees(std::span<const TreeFill> fills) const {
   const auto H = static_cast<size_t>(heads_.hidden_size), V = static_cast<size_t>(vocab_size_);
-  // Every sequence's head rows, projected in one pass.
+  // Every sequence's head rows, projected in one pass. A tree of n nodes
+  // is at most n deep; one head more is run for the calibration alone (its
+  // candidates are checked against the token the target adds): heads no tree
+  // reached were never recorded, so after a story's first drafts failed a
+  // sequence's deeper heads kept the rates of those failures (their counts
+  // only fading) and its trees stayed one node deep for 40+ steps while
+  // every node was accepted (bench/RESULTS.md, 2026-12-06).
   std::vector<int32_t> depth(fills.size()), first_row(fills.size());
   int32_t rows = 0;
   for (size_t i = 0; i < fills.size(); ++i) {
     const auto n = static_cast<int32_t>(fills[i].draft->size());
-    depth[i] = std::min(heads_.num_heads, n);
+    depth[i] = n == 0 ? 0 : std::min(heads_.num_heads, n + 1);
     first_row[i] = rows;
     rows += depth[i];
   }

@@ -107,6 +107,30 @@ TEST(AcceptanceCounts, ProbesNeverVerifiedAndLongPlannedAwaySequences) {
   EXPECT_LT(steps, 40);
 }
 
+TEST(AcceptanceCounts, ProbesSoonerWhereDraftsCouldWinMore) {
+  EXPECT_EQ(probe_scale(0.0), 1.0);
+  EXPECT_EQ(probe_scale(kProbeGainRef), 1.0);
+  EXPECT_DOUBLE_EQ(probe_scale(2 * kProbeGainRef), 2.0);
+  EXPECT_EQ(probe_scale(100.0), kMaxProbeScale);
+  // Three rejections (a story's first trees), then planned away: probed
+  // after ~50 steps where drafts could win 20%, ~20 where they could
+  // double the step's tokens per second.
+  auto steps_to_probe = [](double probe_below) {
+    AcceptanceCounts a{0, 3};
+    int steps = 0;
+    while (a.probed(0, 8, true, probe_below) == 0 && steps < 1000) {
+      a.fade();
+      ++steps;
+    }
+    return steps;
+  };
+  const int slow = steps_to_probe(AcceptanceCounts::kProbeBelow * probe_scale(0.2));
+  const int fast = steps_to_probe(AcceptanceCounts::kProbeBelow * probe_scale(1.0));
+  EXPECT_GT(slow, 45);
+  EXPECT_LT(fast, 25);
+  EXPECT_GT(fast, 15) << "a rejection still keeps a sequence from drafting for a while";
+}
+
 TEST(ProbeBudget, ProbesSpendAtMostTheirShareOfStepTime) {
   ProbeBudget budget;
   EXPECT_FALSE(budget.spend(1e-6)) << "no credit before a step ran";
@@ -129,6 +153,15 @@ TEST(ProbeBudget, ProbesSpendAtMostTheirShareOfStepTime) {
   EXPECT_NEAR(budget.credit(), ProbeBudget::kShare * ProbeBudget::kMaxSteps * 0.010, 1e-9);
   EXPECT_FALSE(budget.spend(budget.credit() * 1.01));
   EXPECT_TRUE(budget.spend(budget.credit()));
+  // Where drafts could win more, probes may spend a larger share.
+  ProbeBudget wide;
+  spent = 0;
+  for (int step = 0; step < 2000; ++step) {
+    wide.earn(0.010, 3.0);
+    if (wide.spend(0.001)) spent += 0.001;
+  }
+  EXPECT_LE(spent, 3 * ProbeBudget::kShare * 20.0 + 1e-9);
+  EXPECT_GE(spent, 0.9 * 3 * ProbeBudget::kShare * 20.0);
   // Probes that cost next to nothing (batch 1) are never held back.
   ProbeBudget cheap;
   for (int step = 0; step < 100; ++step) {
@@ -152,8 +185,11 @@ TEST(PlanDraftLengths, GainScaleTakesBackOptimism) {
   // verification accepts half of what was planned it does not.
   const StepCostModel cost({{1, 1.0}, {2, 1.5}});
   const std::vector<DraftCandidate> c = {chain(0.6, 1)};
-  EXPECT_EQ(plan_draft_lengths(cost, 1, c), std::vector<int32_t>{1});
-  EXPECT_EQ(plan_draft_lengths(cost, 1, c, nullptr, 0.0, 1, 0.5), std::vector<int32_t>{0});
+  double gain = -1;
+  EXPECT_EQ(plan_draft_lengths(cost, 1, c, nullptr, 0.0, 1, 1.0, &gain), std::vector<int32_t>{1});
+  EXPECT_DOUBLE_EQ(gain, 1.6 / 1.5 - 1.0) << "the plan's tokens per second over the plain step's";
+  EXPECT_EQ(plan_draft_lengths(cost, 1, c, nullptr, 0.0, 1, 0.5, &gain), std::vector<int32_t>{0});
+  EXPECT_EQ(gain, 0.0);
 }
 
 TEST(PlannedGain, SumsTheChainOrTheTreesNodes) {

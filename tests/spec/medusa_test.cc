@@ -222,6 +222,34 @@ TEST(MedusaProposer, LearnsTheTreeFromItsVerifications) {
   EXPECT_GT(fresh_gains[0], 0.5);
 }
 
+TEST(MedusaProposer, OneNodeTreesStillCalibrateTheNextHead) {
+  // Head 0's best is 3 and head 1's is 1; the target emits 3, then 1: a
+  // one-node tree is accepted every time, and the token the target adds is
+  // head 1's candidate. Trees filled after scheduling run one head beyond
+  // their depth, so head 1 is calibrated and the tree can grow; run only as
+  // deep as the tree, head 1 kept its prior (0.38) however often the node
+  // was accepted.
+  Fixture f(2);
+  f.head_logits[0][3] = 5;
+  f.head_logits[1][1] = 6;
+  f.head_logits[2][5] = 6;
+  auto st = f.proposer.make_state();
+  const std::vector<float> hidden(Fixture::kHidden, 0.5f);
+  for (int i = 0; i < 30; ++i) {
+    f.proposer.set_hidden(st.get(), hidden);
+    std::vector<int32_t> draft = {-1}, parents;
+    const TreeFill fill{st.get(), &draft, &parents};
+    f.proposer.fill_trees(std::span<const TreeFill>(&fill, 1));
+    ASSERT_EQ(draft, std::vector<int32_t>{3});
+    f.proposer.verified(st.get(), std::vector<int32_t>{3, 1});
+  }
+  std::vector<double> gains;
+  f.proposer.node_gains(st.get(), 2, &gains);
+  ASSERT_EQ(gains.size(), 2u);
+  EXPECT_GT(gains[0], 0.8);
+  EXPECT_GT(gains[1], 0.6) << "head 1's candidate under head 0's";
+}
+
 TEST(MedusaProposer, RespectsSizeAndDepthLimits) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 100; ++trial) {
