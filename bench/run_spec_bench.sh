@@ -12,6 +12,12 @@
 #                                          on CPU 0 (one thread), the order rotated every round; per method the
 #                                          median of ROUNDS (default 10) ratios to the round's none and a bootstrap
 #                                          95% interval (runs close in time, none at once: tighter than pairs here)
+#   bench/run_spec_bench.sh ab METHOD OTHER_BIN [ROUNDS] [free|copy]
+#                                          batch 1 (generate -n 256, greedy, auto): per round none, METHOD with BIN
+#                                          and METHOD with OTHER_BIN (another build), the two alternating first; per
+#                                          build the median of ROUNDS (default 20) speedups over the round's none and
+#                                          a bootstrap 95% interval (single runs swing 2x: auto's decisions follow
+#                                          the step times it measures)
 # THREADS (default 2), BIN (default build/pagoda), DRAFT (default models/pagoda-small-draft.gguf),
 # LOOKAHEAD (W,N,G, default 1,5,2).
 set -euo pipefail
@@ -96,5 +102,34 @@ for m in ["ngram", "draft", "lookahead", "medusa"]:
           (sys.argv[2], m, statistics.median(x), boot[100], boot[3899], len(x), min(x), max(x)))
 PY
     ;;
-  *) echo "usage: $0 batch1 [TEMP] | sweep | pairs [ROUNDS] | seq [ROUNDS] [C]" >&2; exit 2 ;;
+  ab)
+    method=${2:?METHOD}; other=${3:?OTHER_BIN}; rounds=${4:-20}
+    prompt=$free; [ "${5:-free}" = copy ] && prompt=$copy
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    rate() {  # BIN [ARGS...]
+      local b=$1; shift
+      "$b" generate -m "$model" -p "$prompt" -n 256 --temp 0 --ignore-eos -t "$t" "$@" 2>&1 >/dev/null |
+        sed -n 's/^total:.*(\([0-9.]*\) tok\/s)/\1/p'
+    }
+    args=(--spec "$method"); [ "$method" = draft ] && args+=(--draft-model "$draft")
+    [ "$method" = lookahead ] && args+=(--lookahead "$la")
+    for round in $(seq "$rounds"); do
+      n=$(rate "$bin")
+      if [ $((round % 2)) = 1 ]; then a=$(rate "$bin" "${args[@]}"); o=$(rate "$other" "${args[@]}")
+      else o=$(rate "$other" "${args[@]}"); a=$(rate "$bin" "${args[@]}"); fi
+      echo "$n $a $o"
+    done > "$tmp/runs.txt"
+    python3 - "$tmp/runs.txt" "$method" "$bin" "$other" <<'PY'
+import random, statistics, sys
+rows = [list(map(float, line.split())) for line in open(sys.argv[1]) if len(line.split()) == 3]
+rng = random.Random(1)
+for i, name in ((1, sys.argv[3]), (2, sys.argv[4])):
+    x = [r[i] / r[0] for r in rows]
+    boot = sorted(statistics.median(rng.choices(x, k=len(x))) for _ in range(4000))
+    print("%s %s: speedup median %.2fx, 95%% interval [%.2f, %.2f] over %d rounds, range %.2f-%.2f" %
+          (name, sys.argv[2], statistics.median(x), boot[100], boot[3899], len(x), min(x), max(x)))
+PY
+    ;;
+  *) echo "usage: $0 batch1 [TEMP] | sweep | pairs [ROUNDS] | seq [ROUNDS] [C] | ab METHOD OTHER_BIN [ROUNDS] [free|copy]" >&2
+     exit 2 ;;
 esac
