@@ -740,6 +740,17 @@ std::vector<RequestOutput> Engine::step() {
     plan_skipped_ = plan_idle_ && ++plan_idle_steps_ % kReplanEvery != 0;
   }
   const double t_sample = now();
+  // What the planner expected of this step's drafts (SpecGate::record).
+  double planned_gains = 0;
+  bool drafted = false;
+  if (spec_auto_ && decode_only(out)) {
+    for (const ScheduledSeq& s : out.scheduled) {
+      if (s.num_draft_tokens == 0) continue;
+      drafted = true;
+      planned_gains += requests_.at(s.seq->request_id)->choices.at(s.seq->index)->spec_planned_gain;
+    }
+  }
+  const double gain_scale = gain_calibration_.scale();
   std::vector<RequestOutput> outputs = sample(out, logits);  // 3. sample / verify
   drafts_held_ = false;
   plan_skipped_ = false;
@@ -750,9 +761,9 @@ std::vector<RequestOutput> Engine::step() {
   const double seconds = now() - t_start;
   stats_.record_step(out, num_generated, seconds, kv_waste);
   if (spec_auto_ && decode_only(out)) {
-    const bool drafted = std::any_of(out.scheduled.begin(), out.scheduled.end(),
-                                     [](const ScheduledSeq& s) { return s.num_draft_tokens > 0; });
-    spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_generated, seconds);
+    const double num_tokens = drafted ? static_cast<double>(out.scheduled.size()) + gain_scale * planned_gains
+                                      : static_cast<double>(num_generated);
+    spec_gate_.record(static_cast<int32_t>(out.scheduled.size()), drafted, num_tokens, seconds);
   }
   // Drafts are priced as decode steps' tokens, so the model learns from
   // pure-decode steps only: with prefill steps in the fit, the line's slope

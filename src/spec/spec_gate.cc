@@ -47,11 +47,11 @@ bool SpecGate::allow(int32_t num_seqs) {
   return !faster;  // the losing arm, now and then
 }
 
-void SpecGate::record(int32_t num_seqs, bool drafted, int64_t num_generated, double seconds) {
-  if (seconds <= 0 || num_generated <= 0) return;
+void SpecGate::record(int32_t num_seqs, bool drafted, double num_tokens, double seconds) {
+  if (seconds <= 0 || !(num_tokens > 0)) return;
   Bucket& b = buckets_[bucket(num_seqs)];
   const int arm = drafted ? 1 : 0;
-  const double r = static_cast<double>(num_generated) / seconds;
+  const double r = num_tokens / seconds;
   // Paired with the other arm's latest step if that was close in time.
   const int other = 1 - arm;
   const bool paired = b.last_step[other] >= 0 && b.steps - b.last_step[other] <= kPairWindow;

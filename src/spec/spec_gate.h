@@ -1,8 +1,9 @@
 // A measured check on adaptive speculation: per batch size (decoding
 // sequences, in powers of two), the tokens per second that pure-decode steps
-// achieved with drafts and without, and a gate that turns speculation off
-// for a batch size where it measured slower — whatever the cost model and
-// the acceptance estimates predicted. The planner's model is right on
+// achieved with drafts (their tokens as the planner expected them, see
+// record()) and without, and a gate that turns speculation off for a batch
+// size where drafted steps measured slower — whatever the cost model
+// predicted. The planner's model is right on
 // average and wrong where what a step costs is not what the start-up
 // profile measured (many one-token sequences at many contexts): the gate
 // keeps "auto" from ever staying slower than no speculation. Drafts must
@@ -48,8 +49,16 @@ class SpecGate {
   // Whether the next pure-decode step of num_seqs sequences may carry drafts.
   bool allow(int32_t num_seqs);
   // A finished pure-decode step: num_seqs sequences, with drafts or not,
-  // num_generated tokens in `seconds`.
-  void record(int32_t num_seqs, bool drafted, int64_t num_generated, double seconds);
+  // num_tokens tokens in `seconds`. The engine counts a drafted step's
+  // tokens as the planner expected them (one per sequence plus its drafts'
+  // planned gains, times GainCalibration's scale), not as accepted: the gate
+  // checks what drafts cost, the calibration and each sequence's record
+  // what they bring. Counted as accepted, the first drafts of a copy-heavy
+  // prompt at batch 1 (rejected: the model does not copy at once) turned
+  // drafts off for ~30 steps at a time, twice in a 256-token answer, where
+  // the planner had stopped drafting by itself and would have tried again
+  // (n-gram 1.61x vs 2.05x, bench/RESULTS.md, 2026-12-06 10:40).
+  void record(int32_t num_seqs, bool drafted, double num_tokens, double seconds);
   // The measured tokens per second of a batch size's arm (0: no sample yet).
   double rate(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].rate[drafted ? 1 : 0]; }
   int32_t samples(int32_t num_seqs, bool drafted) const { return buckets_[bucket(num_seqs)].samples[drafted ? 1 : 0]; }
