@@ -83,8 +83,8 @@ struct AcceptanceCounts {
   // drafts once in 30 steps cost under 2% of such a step even when rejected;
   // in a compute-bound batch every probe costs its full share (and
   // sequences admitted together fade together), so there it never probes.
-  // Where drafts could pay much (probe_threshold), a record is probed
-  // before it faded that far.
+  // Where drafts could win much (probe_scale), the engine passes a higher
+  // probe_below: a record is probed before it faded that far.
   static constexpr double kProbeBelow = 0.2;
   static constexpr int32_t kProbeDrafts = 2;
   int32_t probed(int32_t planned, int32_t max_drafts, bool could_pay, double probe_below = kProbeBelow) const {
