@@ -638,7 +638,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
       // draft model's catch-up and drafts, Medusa's heads), or not made.
       double cost = step_cost_.seconds(num_planned + keep - k[i]) - step_cost_.seconds(num_planned);
       if (draft_ && !draft_cost_.empty()) cost += draft_cost_.seconds(choices[i]->seq.num_draft_lag + keep);
-      cost += tree_fill_seconds_per_head_ * std::min(keep, std::max(1, tree_fill_depth_));
+      cost += tree_fill_seconds_per_head_ * heads_run(keep, tree_fill_depth_);
       if (probe_budget_.spend(cost)) {
         num_planned += keep - k[i];
       } else {
@@ -814,8 +814,12 @@ double Engine::run_draft_model(const SchedulerOutput& out) {
 }
 
 void Engine::profile_tree_fill() {
-  // One sequence's one-node tree (one head) from a zero hidden state, the
-  // fastest of three.
+  // One sequence's one-node tree from a zero hidden state, the fastest of
+  // three. It runs heads_run(1, heads) heads (the tree's and the next, for
+  // the calibration) plus the tree's building, and counts as one head's
+  // pass: a start the running mean (fill_tree_drafts) takes down. Dividing
+  // by the heads run made Medusa slower at batch 1 (1.89x vs 2.05x over 40
+  // paired rounds, bench/RESULTS.md 2026-12-06): the pass has a fixed part.
   std::unique_ptr<ProposerState> st = proposer_->make_state();
   const std::vector<float> hidden(static_cast<size_t>(model_config().hidden_size), 0.0f);
   std::vector<int32_t> draft, parents;
@@ -837,7 +841,7 @@ double Engine::fill_tree_drafts(const SchedulerOutput& out) {
   int32_t num_heads_run = 0;
   for (const ScheduledSeq& s : out.scheduled) {
     if (s.num_draft_tokens == 0) continue;
-    num_heads_run += std::min(s.num_draft_tokens, std::max(1, tree_fill_depth_));
+    num_heads_run += heads_run(s.num_draft_tokens, tree_fill_depth_);
     Choice& c = *requests_.at(s.seq->request_id)->choices.at(s.seq->index);
     PAGODA_CHECK(c.spec_state && static_cast<int32_t>(c.seq.draft_tokens.size()) == s.num_draft_tokens);
     fills.push_back({c.spec_state.get(), &c.seq.draft_tokens, &c.seq.draft_parents});

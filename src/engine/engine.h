@@ -247,7 +247,7 @@ class Engine : private DecodingHost {
   int32_t last_step_tokens_ = 0;
   std::span<const float> step_logits_;     // this step's logits, while sample() runs
   double tree_fill_seconds_per_head_ = 0;  // Medusa: one head's pass for one sequence (learned)
-  int32_t tree_fill_depth_ = 0;            // Medusa: heads (a tree of n nodes runs min(n, heads) of them)
+  int32_t tree_fill_depth_ = 0;            // Medusa: heads (a tree of n nodes runs heads_run(n, heads))
   bool tree_gains_ = false;                // the proposer prices its tree's nodes (Proposer::node_gains)
   GainCalibration gain_calibration_;       // accepted vs planned drafts, engine-wide
   SpecGate spec_gate_;                     // measured tokens/s with and without drafts, per batch size

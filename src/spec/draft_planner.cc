@@ -128,7 +128,7 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
       const auto& g = candidates[i].node_gains;
       next.push({g.empty() ? gain * candidates[i].acceptance : g[static_cast<size_t>(t)], i});
     }
-    if (t <= costly_drafts) draft_seconds += first_draft_seconds;
+    draft_seconds += first_draft_seconds * (heads_run(t, costly_drafts) - heads_run(t - 1, costly_drafts));
     if (draft_cost) {
       int32_t& n = pass_size[static_cast<size_t>(t - 1)];
       const int32_t rows = t == 1 ? 1 + std::max(0, candidates[i].catch_up) : 1;

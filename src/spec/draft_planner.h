@@ -141,10 +141,11 @@ struct DraftCandidate {
 // With draft_cost (a draft model's forward time by batched tokens), the
 // drafting counts too: one batched forward per draft position, over the
 // sequences drafting that deep, the first pass carrying each drafting
-// sequence's catch-up rows as well. first_draft_seconds: what each of a
-// sequence's first `costly_drafts` drafts costs to make (Medusa: a tree of n
-// nodes runs min(n, heads) heads for its sequence; the nodes beyond come
-// from the same heads' logits).
+// sequence's catch-up rows as well. first_draft_seconds: the cost of one of
+// the `costly_drafts` per-sequence passes a sequence's drafts run, n drafts
+// running heads_run(n, costly_drafts) of them (Medusa: its heads; the nodes
+// beyond come from the same heads' logits; with 1, a cost per drafting
+// sequence).
 //
 // gain_scale multiplies every draft's expected gain (GainCalibration: the
 // engine's measured accepted / predicted, correcting the estimates' bias).
@@ -155,6 +156,14 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
                                         const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0,
                                         int32_t costly_drafts = 1, double gain_scale = 1.0,
                                         double* rate_gain = nullptr);
+
+// The per-sequence passes n drafts run out of num_passes: none without a
+// draft, else one beyond their depth, at most all of them (Medusa: a tree of
+// n nodes is at most n deep; MedusaProposer::fill_trees runs one head more
+// for the calibration alone).
+inline int32_t heads_run(int32_t num_drafts, int32_t num_passes) {
+  return num_drafts <= 0 ? 0 : std::min(num_drafts + 1, std::max(1, num_passes));
+}
 
 // The expected gain of a candidate's first k drafts, as plan_draft_lengths
 // counts it (before gain_scale).

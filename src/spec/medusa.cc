@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "spec/draft_planner.h"
 
 namespace pagoda {
 namespace {
@@ -275,7 +276,7 @@ void MedusaProposer::fill_trees(std::span<const TreeFill> fills) const {
   int32_t rows = 0;
   for (size_t i = 0; i < fills.size(); ++i) {
     const auto n = static_cast<int32_t>(fills[i].draft->size());
-    depth[i] = n == 0 ? 0 : std::min(heads_.num_heads, n + 1);
+    depth[i] = heads_run(n, heads_.num_heads);
     first_row[i] = rows;
     rows += depth[i];
   }

@@ -279,12 +279,25 @@ TEST(PlanDraftLengths, APerSequenceDraftingCostCounts) {
   const std::vector<DraftCandidate> two = {chain(0.5, 8), chain(0.5, 8)};
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, nullptr, 2e-3), (std::vector<int32_t>{8, 8}));
   EXPECT_EQ(plan_draft_lengths(flat, 2, two, nullptr, 8e-3), (std::vector<int32_t>{0, 0}));
-  // Paid per head, for the first 4 drafts (a Medusa tree of n nodes runs
-  // min(n, 4) heads): 1.5 tokens in 12 ms is the best rate, 1.75 in 14 ties
-  // it, 1.875 in 16 and 8 drafts' ~2 in 18 lose.
-  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 2e-3, 4), (std::vector<int32_t>{1}));
-  // Heads beyond the 4th cost nothing more: past 4 drafts only verification counts.
-  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 0.5e-3, 4), (std::vector<int32_t>{8}));
+  // Paid per head (a Medusa tree of n nodes runs heads_run(n, 4) =
+  // min(n + 1, 4) heads): at 2.5 ms a head, 1.5 tokens in 15 ms and 1.75 in
+  // 17.5 only tie 1 in 10 and 8 drafts' ~2 in 20 lose: no draft. Counting
+  // min(n, 4) heads (one fewer) would take 1.5 in 12.5.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 2.5e-3, 4), (std::vector<int32_t>{0}));
+  // At 1.5 ms: heads beyond the 4th cost nothing more, so past 3 drafts only
+  // verification counts and 8 drafts' ~2 tokens in 16 ms win.
+  EXPECT_EQ(plan_draft_lengths(flat, 1, one, nullptr, 1.5e-3, 4), (std::vector<int32_t>{8}));
+}
+
+TEST(PlanDraftLengths, HeadsRunOneBeyondTheTreeDepth) {
+  EXPECT_EQ(heads_run(0, 4), 0);
+  EXPECT_EQ(heads_run(1, 4), 2);
+  EXPECT_EQ(heads_run(3, 4), 4);
+  EXPECT_EQ(heads_run(9, 4), 4);
+  // One pass: a cost per drafting sequence.
+  EXPECT_EQ(heads_run(1, 1), 1);
+  EXPECT_EQ(heads_run(5, 1), 1);
+  EXPECT_EQ(heads_run(2, 0), 1);
 }
 
 TEST(PlanDraftLengths, SpeculationShrinksAsTheBatchGrows) {
