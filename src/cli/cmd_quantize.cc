@@ -113,6 +113,7 @@ int cmd_imatrix(int argc, char** argv) {
   quant::CalibrationRun run;
   run.threads = threads;
   run.observe_output = true;
+  run.repack = true;  // the observer only reads
   // MoE experts are not observed (the observer sees dense layers only).
   if (Status s = quant::run_calibration(std::move(*lm), *windows, im.observer(has_output), run); !s.is_ok())
     return fail("imatrix", s.message());

@@ -16,6 +16,7 @@
 #include "core/fp16.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/pack.h"
+#include "kernels/packed.h"
 #include "kernels/ref/blocks.h"
 #include "kernels/ref/quant_ref.h"
 
@@ -164,6 +165,12 @@ int64_t chunk_rows(const IsaKernels& k, int kind, int64_t rows, int64_t n_in, in
   return std::max<int64_t>(1, (want + tile * kPackRows - 1) / (tile * kPackRows)) * tile * kPackRows;
 }
 
+// PAGODA_REPACK=0 (kernels/packed.h): every matmul runs the scalar reference.
+bool reference_only() {
+  static const bool reference = !repack_enabled();
+  return reference;
+}
+
 Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
   Bound b;
   b.args.w = static_cast<const uint8_t*>(w.data);
@@ -177,8 +184,10 @@ Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
     b.args.prefetch = decode_prefetch_on() &&
                       static_cast<int64_t>(b.args.group_bytes) * ((w.n_out + cpu::kPackRows - 1) / cpu::kPackRows) >=
                           kPrefetchMatrixBytes;
+  } else if (k.unpacked[kind] != nullptr && !reference_only()) {
+    b.fn = k.unpacked[kind];  // no packed copy (weights read in place): SIMD over the file layout
   } else {
-    b.fn = cpu::kernels_scalar().rows[kind];  // no packed copy: the reference
+    b.fn = cpu::kernels_scalar().rows[kind];  // the reference
   }
   return b;
 }

@@ -24,7 +24,9 @@ struct WeightView {
   int64_t n_out = 0;  // number of rows
   // Optional row-interleaved copy of all rows made by PackedWeights
   // (kernels/packed.h), which the active ISA's packed kernels read; without
-  // it matmul runs the scalar reference kernels on `data`.
+  // it matmul runs the active ISA's kernels over the row layout of `data`
+  // (F32/F16/BF16: cpu/unpacked_inl.h) or, for other types and under
+  // PAGODA_REPACK=0, the scalar reference kernels.
   const void* packed = nullptr;
   // W8A8 (SmoothQuant): a Q8_0 weight whose rows each have one scale in
   // every block (q8_0_rows_share_scale), run against per-token int8

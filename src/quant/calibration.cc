@@ -30,7 +30,7 @@ Status run_calibration(std::unique_ptr<LlamaModel> model, const std::vector<std:
                        LinearObserver observer, const CalibrationRun& run) {
   RunnerConfig rc;
   rc.num_threads = run.threads;
-  rc.repack = false;
+  rc.repack = run.repack;
   rc.num_blocks = 0;
   for (const auto& w : windows) rc.num_blocks += (static_cast<int64_t>(w.size()) + rc.block_size - 1) / rc.block_size;
   model->set_linear_observer(std::move(observer));

@@ -25,11 +25,16 @@ Result<std::vector<std::vector<int32_t>>> calibration_windows(const Tokenizer& t
 struct CalibrationRun {
   int32_t threads = 0;          // 0: physical cores
   bool observe_output = false;  // every position's logits, so the output matrix sees every row
+  // Packed copies of the weights (the fast kernels of every type) for an
+  // observer that leaves the weights alone (imatrix); without them the
+  // matmuls read the weights in place, which GPTQ's observer rewrites
+  // (F32/F16/BF16 run SIMD kernels there, other types the scalar reference).
+  bool repack = false;
 };
 
 // Runs every window through the model as one forward batch (the observer
 // therefore sees all calibration rows of a layer in one call) with the
-// weights read in place (no packed copies: the observer may change them).
+// weights read in place unless run.repack (the observer may change them).
 Status run_calibration(std::unique_ptr<LlamaModel> model, const std::vector<std::vector<int32_t>>& windows,
                        LinearObserver observer, const CalibrationRun& run);
 

@@ -74,6 +74,7 @@ const IsaKernels& kernels_avx2() {
     register_packed_avx2(t);
     register_attention_avx2(t);
     register_ops_avx2(t);
+    register_unpacked_avx2(t);
     return t;
   }();
   return k;
@@ -86,6 +87,7 @@ const IsaKernels& kernels_avx512() {
     register_packed_avx512(t);
     register_attention_avx512(t);
     register_ops_avx512(t);
+    register_unpacked_avx512(t);
     return t;
   }();
   return k;

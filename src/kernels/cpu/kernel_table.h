@@ -130,6 +130,10 @@ struct IsaKernels {
   // The row layout: only the scalar ISA has these (cpu/matmul_scalar.cc, the
   // integer reference), used by every ISA for weights without a packed copy.
   RowsFn rows[kNumWKinds] = {};
+  // SIMD kernels over the same row layout (F32/F16/BF16: cpu/unpacked_inl.h),
+  // used instead of rows where the weights have no packed copy, unless
+  // PAGODA_REPACK=0 asked for the reference.
+  RowsFn unpacked[kNumWKinds] = {};
   RowsFn packed[kNumWKinds] = {};  // kernels over the layouts of cpu/pack.h
   // Groups of 16 rows the packed kernel computes side by side: [0] for
   // prefill (n_tokens > 1), [1] for decode. A row range that is a multiple

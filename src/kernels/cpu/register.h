@@ -21,6 +21,9 @@ void register_attention_avx2(IsaKernels& k);
 void register_attention_avx512(IsaKernels& k);
 void register_ops_avx2(IsaKernels& k);
 void register_ops_avx512(IsaKernels& k);
+// k.unpacked for F32/F16/BF16 (unpacked_<isa>.cc).
+void register_unpacked_avx2(IsaKernels& k);
+void register_unpacked_avx512(IsaKernels& k);
 #endif
 
 }  // namespace pagoda::kernels::cpu
