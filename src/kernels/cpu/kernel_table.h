@@ -128,7 +128,8 @@ int32_t attention_max_rows(int32_t n_q, int32_t n_heads);
 
 struct IsaKernels {
   // The row layout: only the scalar ISA has these (cpu/matmul_scalar.cc, the
-  // integer reference), used by every ISA for weights without a packed copy.
+  // integer reference), used by every ISA for weights without a packed copy
+  // whose type has no `unpacked` kernel on it, and under PAGODA_REPACK=0.
   RowsFn rows[kNumWKinds] = {};
   // SIMD kernels over the same row layout (F32/F16/BF16: cpu/unpacked_inl.h),
   // used instead of rows where the weights have no packed copy, unless
