@@ -1,8 +1,9 @@
-// Paged attention micro-benchmarks: decode (1 query) and a prefill chunk
-// over a TinyLlama-shaped cache (32 query heads, 4 KV heads, head_dim 64,
-// block 16, shuffled block table) at several context lengths, f32, f16,
-// q8_0 and q4_0 K/V, one thread per KV head range like the model. Reports
-// K/V GB/s read by decode (every cached key and value once).
+// Paged attention micro-benchmarks: decode (1 query), a speculative
+// verification (2 and 5 queries) and a prefill chunk (64 queries) over a
+// TinyLlama-shaped cache (32 query heads, 4 KV heads, head_dim 64, block
+// 16, shuffled block table) at several context lengths, f32, f16, q8_0 and
+// q4_0 K/V, one thread per KV head range like the model. Reports K/V GB/s
+// read by decode (every cached key and value once).
 //
 // Runs the ISA matmul picks (PAGODA_ISA overrides).
 //
@@ -76,10 +77,18 @@ int register_all() {
       benchmark::RegisterBenchmark(("attention/decode/" + t + "/ctx" + std::to_string(ctx)).c_str(), bm_attention, ctx,
                                    1, dtype)
           ->Unit(benchmark::kMicrosecond);
-      if (ctx <= 2048)
+      if (ctx <= 2048) {
+        // 2 and 5 queries (16 and 40 rows at group 8): a speculative
+        // verification's shape.
+        for (int32_t n_q : {2, 5})
+          benchmark::RegisterBenchmark(
+              ("attention/verify" + std::to_string(n_q) + "/" + t + "/ctx" + std::to_string(ctx)).c_str(), bm_attention,
+              ctx, n_q, dtype)
+              ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(("attention/prefill64/" + t + "/ctx" + std::to_string(ctx)).c_str(), bm_attention,
                                      ctx, 64, dtype)
             ->Unit(benchmark::kMicrosecond);
+      }
     }
   return 0;
 }

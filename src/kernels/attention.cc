@@ -75,18 +75,23 @@ int32_t attention_max_rows(int32_t n_q, int32_t n_heads) {
 }  // namespace cpu
 
 size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head_dim, int32_t block_size) {
-  // acc [rows][head_dim], m and l [rows], scores [rows][key tile], the
-  // transposed key tile [head_dim][key tile], one row's scores
-  // [key tile], the tile's exps [rows][key tile] and rescales [rows].
-  // Then, for integer scores of quantized keys (nb blocks of 32 a row): the
-  // quantized query rows [rows][nb * 8] with scales and offsets [rows][nb]
-  // each, key scales [nb][key tile], transposed key dwords [nb * 8][key
-  // tile], one Q8_0 row, the staged keys (key tile * nb * 32 bytes + 64).
+  // (cpu/attention_inl.h, attend) acc [rows][head_dim]; with rp = rows
+  // rounded up to 16: running max and rescales [rp], partial sums [rp][16];
+  // the transposed key tile [head_dim][key tile], scores [rp][key tile],
+  // one row's scores [key tile], the tile's exps [rows][key tile], the
+  // transposed queries [head_dim][rp], the key and value tiles as f32
+  // [key tile][head_dim] each. Then, for integer scores of quantized keys
+  // (nb blocks of 32 a row): the quantized query rows [rows][nb * 8] with
+  // scales and offsets [rows][nb] each, key scales [nb][key tile],
+  // transposed key dwords [nb * 8][key tile], one Q8_0 row, the staged keys
+  // (key tile * nb * 32 bytes + 64).
   const size_t rows = static_cast<size_t>(cpu::attention_max_rows(n_q, n_heads));
-  const size_t nb = (static_cast<size_t>(head_dim) + 31) / 32;
+  const size_t rp = (rows + 15) / 16 * 16;
+  const size_t hd = static_cast<size_t>(head_dim);
+  const size_t nb = (hd + 31) / 32;
   const size_t tile = cpu::kAttnKeyTile;
-  return rows * (static_cast<size_t>(head_dim) + 2 + tile) + static_cast<size_t>(head_dim) * tile + tile +
-         rows * (tile + 1) + rows * nb * 10 + nb * tile + nb * 8 * tile + nb * 34 / 4 + 1 + tile * nb * 8 + 16;
+  return rows * hd + rp * (2 + 16) + hd * tile + rp * tile + tile + rows * tile + hd * rp + 2 * tile * hd +
+         rows * nb * 10 + nb * tile + nb * 8 * tile + nb * 34 / 4 + 1 + tile * nb * 8 + 16;
 }
 
 void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,

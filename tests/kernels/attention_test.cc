@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -433,6 +434,53 @@ TEST_F(PagedAttention, TreeNodeSeesExactlyItsBranch) {
       for (int64_t x = 0; x < row; ++x) ASSERT_NEAR(got[x], want[x], 1e-5f) << "element " << x;
     }
   }
+}
+
+TEST_F(PagedAttention, AQueryGetsTheSameBitsInAnyTile) {
+  // A query's output must not depend on its tile-mates: a prefill tile (64
+  // rows: queries in lanes), a smaller one (the transposed key tile) and the
+  // query alone (a decode group) give the same bits, or batching, chunking
+  // and speculative verification would change greedy outputs. Groups of 8
+  // (f16: the transposed tile from 4 rows on every ISA) and 16 (f32: from
+  // 16 rows on AVX2), causal, windowed, with sinks.
+  struct Shape {
+    int32_t n_heads, kv_heads;
+    DType dtype;
+  };
+  std::mt19937 rng(9950);
+  for (const Shape& sh : {Shape{16, 2, DType::kF16}, Shape{32, 2, DType::kF32}})
+    for (int32_t hd : {64, 40})
+      for (int variant = 0; variant < 3; ++variant) {
+        Case c{hd, sh.n_heads, sh.kv_heads, 16, 150, range(150 - 13, 150)};
+        c.dtype = sh.dtype;
+        c.window = variant == 1 ? 70 : 0;
+        c.sinks = variant == 2;
+        SCOPED_TRACE(c.describe());
+        Fixture f(c, rng);
+        const int32_t n_q = static_cast<int32_t>(c.q_pos.size());
+        const int64_t row = static_cast<int64_t>(c.n_heads) * c.head_dim;
+        std::vector<float> q(n_q * row);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (float& x : q) x = u(rng);
+        std::vector<float> sinks(c.n_heads);
+        for (float& x : sinks) x = u(rng);
+        const AttentionOptions options{c.window, c.sinks ? sinks.data() : nullptr, 0, nullptr};
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (cpu::Isa isa : cpu::supported_isas()) {
+          SCOPED_TRACE(cpu::isa_name(isa).data());
+          cpu::set_active_isa(isa);
+          // All queries at once, then each of the first queries alone.
+          std::vector<float> all(n_q * row), one(row);
+          std::vector<float> scratch(paged_attention_scratch_floats(n_q, c.n_heads, hd, c.block_size));
+          paged_attention(f.view, f.table.data(), c.kv_len, q.data(), row, c.q_pos.data(), n_q, c.n_heads, scale,
+                          all.data(), row, 0, c.num_kv_heads, scratch.data(), options);
+          for (int32_t i = 0; i < n_q; i += 3) {
+            paged_attention(f.view, f.table.data(), c.kv_len, q.data() + i * row, row, &c.q_pos[i], 1, c.n_heads, scale,
+                            one.data(), row, 0, c.num_kv_heads, scratch.data(), options);
+            EXPECT_EQ(0, std::memcmp(one.data(), all.data() + i * row, row * sizeof(float))) << "query " << i;
+          }
+        }
+      }
 }
 
 TEST_F(PagedAttention, SinkScalesTheOutputDown) {

@@ -3,6 +3,7 @@
 // isa_supported(kAvx512).
 #if defined(__x86_64__)
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -6,15 +6,19 @@
 // FlashAttention-style: for one KV head, up to kAttnRowTarget query rows
 // (query x head of the GQA group) sweep the keys they can see in tiles of
 // kAttnKeyTile, keeping an online softmax per row (running max m, running
-// sum l, accumulator acc), so each K/V tile is read once per group. Scores
-// come either from one dot product per key (horizontal sums), or, for tiles
-// with at least kMinRowsTransposed rows, from a transposed copy of the key
-// tile (keys in lanes: no horizontal sums, two vectors per row; f16 keys
-// converted once per tile rather than once per row), the threshold chosen
-// per ISA and K/V element type by benchmark. Quantized keys always score
-// with integer dots from a transposed tile (qk_tile_int). P·V runs after
-// each tile's softmax over blocks of rows (pv_tile), values loaded once per
-// block.
+// sum l as 16 partial sums, accumulator acc), so each K/V tile is read once
+// per group. Scores come either from one dot product per key (horizontal
+// sums), or, for tiles with at least kMinRowsTransposed rows, from a
+// transposed copy of the key tile (keys in lanes: no horizontal sums, two
+// vectors per row; f16 keys converted once per tile rather than once per
+// row), the threshold chosen per ISA and K/V element type by benchmark.
+// Quantized keys always score with integer dots from a transposed tile
+// (qk_tile_int). P·V runs after each tile's softmax over blocks of rows
+// (pv_tile), values loaded once per block. Prefill-sized tiles of float
+// keys (kMinRowsLanes rows) put the query rows in lanes instead
+// (attend_lanes): scores, softmax and P·V without a transpose or a
+// horizontal reduction per tile, every row's bits the same as on the
+// transposed tile.
 
 using VF = V::F;
 constexpr int kW = V::kLanes;
@@ -128,16 +132,35 @@ void dot_keys(const float* q, const uint8_t* const* keys, int32_t n, int32_t hd,
   for (; j < n; ++j) dot_block<1, R>(q, keys + j, hd, s + j);
 }
 
+// Where row r's exps of the tile's keys lie: key(j)[r * kRow] is row r's
+// exp of key j. The per-row path stores them [rows][key tile] (PtRows), the
+// queries-in-lanes path [key tile][stride] (PtKeys).
+struct PtRows {
+  static constexpr int32_t kRow = kAttnKeyTile;
+  const float* p;
+  const float* key(int32_t j) const { return p + j; }
+  PtRows from_row(int32_t r) const { return {p + r * kRow}; }
+};
+struct PtKeys {
+  static constexpr int32_t kRow = 1;
+  const float* p;
+  int32_t stride;
+  const float* key(int32_t j) const { return p + static_cast<size_t>(j) * stride; }
+  PtKeys from_row(int32_t r) const { return {p + r, stride}; }
+};
+
 // The tile's P·V for the kR rows at acc over dims [d0, d0 + kC * kW) (the
 // last chunk holding `last` lanes): acc[r] = c[r] * acc[r] + sum_j
 // pt[r][j] * vals[j] for keys j in [j0, j1). The kR x kC accumulators stay
 // in registers and each value chunk is loaded (converted from f16 or
 // dequantized) once for all kR rows.
-template <class R, int kR, int kC>
-void pv_block(float* acc, const float* c, const float* pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
-              int32_t hd, int32_t d0, int32_t last) {
+template <class R, int kR, int kC, bool kPartial, class P>
+void pv_block(float* acc, const float* c, P pt, const uint8_t* const* vals, int32_t j0, int32_t j1, int32_t hd,
+              int32_t d0, int32_t last) {
   constexpr int kFull = kC - 1;
-  const bool partial = last < kW;
+  // last < kW as a template parameter: a runtime flag made GCC spill the
+  // accumulators to the stack on every key.
+  constexpr bool partial = kPartial;
   const int32_t dl = d0 + kFull * kW;
   VF a[kR][kC];
   for (int r = 0; r < kR; ++r) {
@@ -151,8 +174,9 @@ void pv_block(float* acc, const float* c, const float* pt, const uint8_t* const*
     VF x[kC];
     for (int ch = 0; ch < kFull; ++ch) x[ch] = R::load(v, d0 + ch * kW);
     x[kFull] = partial ? R::load_part(v, dl, last) : R::load(v, dl);
+    const float* pk = pt.key(j);
     for (int r = 0; r < kR; ++r) {
-      const VF pj = V::set1_f(pt[r * kAttnKeyTile + j]);
+      const VF pj = V::set1_f(pk[r * P::kRow]);
       for (int ch = 0; ch < kC; ++ch) a[r][ch] = V::fmadd(pj, x[ch], a[r][ch]);
     }
   }
@@ -167,42 +191,51 @@ void pv_block(float* acc, const float* c, const float* pt, const uint8_t* const*
   }
 }
 
+// pv_block over `chunks` register chunks (1 .. kAccF / 2) of dims from d0.
+template <class R, int kR, bool kPartial, class P>
+void pv_chunks(int32_t chunks, float* acc, const float* c, P pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
+               int32_t hd, int32_t d0, int32_t last) {
+  switch (chunks) {
+    case 1: pv_block<R, kR, 1, kPartial>(acc, c, pt, vals, j0, j1, hd, d0, last); break;
+    case 2: pv_block<R, kR, 2, kPartial>(acc, c, pt, vals, j0, j1, hd, d0, last); break;
+    default:
+      if constexpr (V::kAccF / 2 == 4) {
+        if (chunks == 3) {
+          pv_block<R, kR, 3, kPartial>(acc, c, pt, vals, j0, j1, hd, d0, last);
+        } else {
+          pv_block<R, kR, 4, kPartial>(acc, c, pt, vals, j0, j1, hd, d0, last);
+        }
+      }
+      break;
+  }
+}
+
 // pv_block over every dim of kR rows, up to kMaxC chunks at a time.
-template <class R, int kR>
-void pv_rows(float* acc, const float* c, const float* pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
-             int32_t hd) {
+template <class R, int kR, class P>
+void pv_rows(float* acc, const float* c, P pt, const uint8_t* const* vals, int32_t j0, int32_t j1, int32_t hd) {
   constexpr int kMaxC = V::kAccF / 2;
   static_assert(kMaxC == 2 || kMaxC == 4, "pv_rows handles 2 or 4 register chunks");
   for (int32_t d0 = 0; d0 < hd; d0 += kMaxC * kW) {
     const int32_t rem = std::min(hd - d0, kMaxC * kW);
     const int32_t chunks = (rem + kW - 1) / kW;
     const int32_t last = rem - (chunks - 1) * kW;
-    switch (chunks) {
-      case 1: pv_block<R, kR, 1>(acc, c, pt, vals, j0, j1, hd, d0, last); break;
-      case 2: pv_block<R, kR, 2>(acc, c, pt, vals, j0, j1, hd, d0, last); break;
-      default:
-        if constexpr (kMaxC == 4) {
-          if (chunks == 3) {
-            pv_block<R, kR, 3>(acc, c, pt, vals, j0, j1, hd, d0, last);
-          } else {
-            pv_block<R, kR, 4>(acc, c, pt, vals, j0, j1, hd, d0, last);
-          }
-        }
-        break;
+    if (last == kW) {
+      pv_chunks<R, kR, false>(chunks, acc, c, pt, vals, j0, j1, hd, d0, last);
+    } else {
+      pv_chunks<R, kR, true>(chunks, acc, c, pt, vals, j0, j1, hd, d0, last);
     }
   }
 }
 
 // The tile's P·V for all rows: blocks of kAccF / 2 rows, then single rows.
-template <class R>
-void pv_tile(float* acc, const float* c, const float* pt, const uint8_t* const* vals, int32_t j0, int32_t j1,
-             int32_t rows, int32_t hd) {
+template <class R, class P>
+void pv_tile(float* acc, const float* c, P pt, const uint8_t* const* vals, int32_t j0, int32_t j1, int32_t rows,
+             int32_t hd) {
   constexpr int kR = V::kAccF / 2;
   int32_t r = 0;
   for (; r + kR <= rows; r += kR)
-    pv_rows<R, kR>(acc + static_cast<size_t>(r) * hd, c + r, pt + r * kAttnKeyTile, vals, j0, j1, hd);
-  for (; r < rows; ++r)
-    pv_rows<R, 1>(acc + static_cast<size_t>(r) * hd, c + r, pt + r * kAttnKeyTile, vals, j0, j1, hd);
+    pv_rows<R, kR>(acc + static_cast<size_t>(r) * hd, c + r, pt.from_row(r), vals, j0, j1, hd);
+  for (; r < rows; ++r) pv_rows<R, 1>(acc + static_cast<size_t>(r) * hd, c + r, pt.from_row(r), vals, j0, j1, hd);
 }
 
 // kt[d][0..32) = keys[0..nk)[d], zero past nk (nk in 1..32): 16 x 16
@@ -374,27 +407,39 @@ float row_max(const float* s, int32_t n) {
   return V::hmax(m);
 }
 
-// p[j] = exp(s[j] - m) for j < n (n in 1..32); returns their sum.
-float exp_sum(const float* s, int32_t n, float m, float* p) {
+// p[j] = exp(s[j] - m) for j < n (n in 1..32).
+void exp_store(const float* s, int32_t n, float m, float* p) {
   const VF vm = V::set1_f(m);
-  VF sum = V::zero_f();
   for (int32_t j = 0; j < n; j += kW) {
     const int32_t k = std::min(n - j, kW);
-    const VF e = V::exp(V::sub(V::load_f_part_or(s + j, k, -INFINITY), vm));  // exp(-inf) = 0
-    V::store_f_part(p + j, e, k);
-    sum = V::add(sum, e);
+    V::store_f_part(p + j, V::exp(V::sub(V::load_f_part_or(s + j, k, -INFINITY), vm)), k);  // exp(-inf) = 0
   }
-  return V::hsum(sum);
+}
+
+// A row's softmax sum is kept as 16 partial sums, partial k holding the
+// exps of keys k and k + 16 of every tile: lp[k] = lp[k] * c + (p[k] +
+// p[k + 16]) after each tile, then sum16 at the end. Both score paths add in
+// this order (the per-row one a vector of a row's 16 partials, the
+// queries-in-lanes one a vector of 16 rows' partial k), so a row's sum has
+// the same bits on either.
+inline float sum16(const float* lp, int32_t stride) {
+  float s[8];
+  for (int32_t i = 0; i < 8; ++i) s[i] = lp[i * stride] + lp[(i + 8) * stride];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 // Online-softmax state of `rows` query rows, laid out in scratch.
+// rp: rows rounded up to whole vectors (the queries-in-lanes path).
 struct RowState {
   float* acc;  // [rows][head_dim]
-  float* m;    // running max of scaled scores
-  float* l;    // running sum of exp(score - m)
+  float* m;    // [rp] running max of scaled scores
+  float* lp;   // [rp * 16] running partial sums of exp(score - m) (sum16)
   float* kt;   // [head_dim][kAttnKeyTile] transposed key tile
-  float* sc;   // [rows][kAttnKeyTile] scores of the tile
+  float* sc;   // [rows][kAttnKeyTile] scores of the tile ([kAttnKeyTile][rp] in lanes)
   float* s;    // [kAttnKeyTile] scores of one row
+  float* qt;   // [head_dim][rp] transposed query rows (in lanes)
+  float* kf;   // [kAttnKeyTile][head_dim] the key tile as f32 rows (in lanes, f16 keys)
+  float* vf;   // [kAttnKeyTile][head_dim] the value tile as f32 rows (in lanes, f16 values)
   // Integer scores (quantized keys), nb = ceil(head_dim / 32) blocks:
   int32_t* iq;   // [rows][nb * 8] quantized query rows
   float* iq_d;   // [rows][nb] their scales
@@ -404,12 +449,34 @@ struct RowState {
   float* ks;     // [nb][kAttnKeyTile] key scales
   float* kt8;    // [nb * 8][kAttnKeyTile] transposed key dwords
   float* pt;     // [rows][kAttnKeyTile] the tile's exp(score - m)
-  float* c;      // [rows] the tile's rescale of each row's accumulator
+  float* c;      // [rp] the tile's rescale of each row's accumulator
 };
 
 // The first key query i may see: 0, or the start of its sliding window.
 inline int32_t window_start(const AttentionArgs& a, int32_t i) {
   return a.window > 0 ? std::max(0, a.q_pos[i] - a.window + 1) : 0;
+}
+
+// keys/vals[j - t0] = the K and V rows of kv head kvh at positions j in
+// [t0, t1). Keys before every query's window (min_lo) are masked; their
+// blocks may be gone (KV groups free them): such a key reads the first seen
+// row.
+inline void tile_rows(const AttentionArgs& a, int32_t kvh, int32_t t0, int32_t t1, int32_t min_lo, const uint8_t** keys,
+                      const uint8_t** vals) {
+  const PagedKVView& kv = a.kv;
+  const int32_t bs = kv.block_size;
+  const size_t row_bytes = kv.row_bytes();
+  const size_t block_bytes = kv.block_bytes();
+  const size_t head_offset = static_cast<size_t>(kvh) * bs * row_bytes;
+  const auto* kbase = static_cast<const uint8_t*>(kv.k);
+  const auto* vbase = static_cast<const uint8_t*>(kv.v);
+  for (int32_t j = t0; j < t1; ++j) {
+    const int32_t jr = std::max(j, min_lo);
+    const size_t off = static_cast<size_t>(a.block_table[jr / bs].value) * block_bytes + head_offset +
+                       static_cast<size_t>(jr % bs) * row_bytes;
+    keys[j - t0] = kbase + off;
+    vals[j - t0] = vbase + off;
+  }
 }
 
 // Queries [q_begin, q_end) x the group's heads of kv head `kvh` against all
@@ -418,17 +485,16 @@ template <int kMinRowsTransposed, class R>
 void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int32_t q_end, const RowState& st) {
   const PagedKVView& kv = a.kv;
   const int32_t hd = kv.head_dim;
-  const int32_t bs = kv.block_size;
   const int32_t group = a.n_heads / kv.num_kv_heads;
   const int32_t rows = (q_end - q_begin) * group;
   std::fill(st.acc, st.acc + static_cast<size_t>(rows) * hd, 0.0f);
+  std::fill(st.lp, st.lp + static_cast<size_t>(rows) * kW, 0.0f);
   if (a.sinks) {
     // The sink starts each row's softmax: running max its logit, sum exp(0).
     for (int32_t r = 0; r < rows; ++r) st.m[r] = a.sinks[kvh * group + r % group];
-    std::fill(st.l, st.l + rows, 1.0f);
+    for (int32_t r = 0; r < rows; ++r) st.lp[r * kW] = 1.0f;
   } else {
     std::fill(st.m, st.m + rows, -INFINITY);
-    std::fill(st.l, st.l + rows, 0.0f);
   }
   int32_t max_pos = -1, min_lo = INT32_MAX;
   for (int32_t i = q_begin; i < q_end; ++i) {
@@ -438,11 +504,6 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
 
   const uint8_t* keys[kAttnKeyTile];
   const uint8_t* vals[kAttnKeyTile];
-  const auto* kbase = static_cast<const uint8_t*>(kv.k);
-  const auto* vbase = static_cast<const uint8_t*>(kv.v);
-  const size_t row_bytes = kv.row_bytes();
-  const size_t block_bytes = kv.block_bytes();
-  const size_t head_offset = static_cast<size_t>(kvh) * bs * row_bytes;
   // Quantized keys always score from their transposed integer tile.
   const bool transposed = R::kIntKeys || rows >= kMinRowsTransposed;
   const int32_t nb = (hd + 31) / 32;
@@ -455,15 +516,7 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   // Tiles wholly before every query's window are never read.
   for (int32_t t0 = min_lo / kAttnKeyTile * kAttnKeyTile; t0 <= max_pos; t0 += kAttnKeyTile) {
     const int32_t t1 = std::min(t0 + kAttnKeyTile, max_pos + 1);
-    for (int32_t j = t0; j < t1; ++j) {
-      // Keys before every query's window are masked; their blocks may be
-      // gone (KV groups free them): such a key reads the first seen row.
-      const int32_t jr = std::max(j, min_lo);
-      const size_t off = static_cast<size_t>(a.block_table[jr / bs].value) * block_bytes + head_offset +
-                         static_cast<size_t>(jr % bs) * row_bytes;
-      keys[j - t0] = kbase + off;
-      vals[j - t0] = vbase + off;
-    }
+    tile_rows(a, kvh, t0, t1, min_lo, keys, vals);
     if constexpr (R::kIntKeys) {
       stage_int_keys<R>(keys, t1 - t0, nb, st.stg, st.ks, st.kt8);
       qk_tile_int(iq, rows, st.kt8, st.ks, nb, a.scale, st.sc);
@@ -505,19 +558,21 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
         const float m_new = std::max(st.m[r], row_max(sr, n));
         // 0 on the first tile; exactly 1, without an exp, while the max holds.
         const float c = m_new > st.m[r] ? exp1(st.m[r] - m_new) : 1.0f;
-        st.l[r] = st.l[r] * c + exp_sum(sr, n, m_new, pr + s0);
+        exp_store(sr, n, m_new, pr + s0);
+        float* lp = st.lp + static_cast<size_t>(r) * kW;
+        V::store_f(lp, V::fmadd(V::load_f(lp), V::set1_f(c), V::add(V::load_f(pr), V::load_f(pr + kW))));
         st.m[r] = m_new;
         st.c[r] = c;
         j0 = std::min(j0, s0);
         j1 = std::max(j1, s0 + n);
       }
     }
-    if (j0 < j1) pv_tile<R>(st.acc, st.c, st.pt, vals, j0, j1, rows, hd);
+    if (j0 < j1) pv_tile<R>(st.acc, st.c, PtRows{st.pt}, vals, j0, j1, rows, hd);
   }
   for (int32_t i = q_begin; i < q_end; ++i) {
     for (int32_t g = 0; g < group; ++g) {
       const int32_t r = (i - q_begin) * group + g;
-      const float inv = 1.0f / st.l[r];
+      const float inv = 1.0f / sum16(st.lp + static_cast<size_t>(r) * kW, 1);
       const float* acc = st.acc + static_cast<size_t>(r) * hd;
       float* o = a.out + i * a.out_stride + static_cast<int64_t>(kvh * group + g) * hd;
       for (int32_t d = 0; d < hd; ++d) o[d] = acc[d] * inv;
@@ -525,25 +580,242 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
   }
 }
 
+// ---- Queries in lanes ----
+// Tiles of at least kMinRowsLanes rows with float keys transpose their
+// query rows once (qt[d][rp], zero rows past `rows`) and score keys in
+// lanes' place: st[j][rp] = scale * q . k_j, each key element broadcast
+// against 16 rows. The keys need no transpose, and the softmax (max, exp,
+// partial sums) runs down the lanes without horizontal reductions. A row
+// gets the same bits as on the per-row paths (the same FMA chain over d,
+// the same exps, rescales and partial sums, the same P·V): a query's output
+// does not depend on how many rows share its tile.
+
+// From 48 rows (3 vectors): prefill tiles (64 rows) ran 13-17% faster than
+// on the transposed key tile (bench/kernels/attention_bench.cc, AVX-512 and
+// AVX2), a 16- or 40-row verification about the same (bench/RESULTS.md
+// 2026-12-06, 19:40-21:30 UTC).
+constexpr int32_t kMinRowsLanes = 3 * kW;
+
+// st[k][rv * kW ..] = scale * qt-rows . keys[k] for kK keys x kRV vectors of
+// rows: kK x kRV accumulators, kRV query vectors loaded per dim.
+template <int kK, int kRV>
+void qkt_block(const float* const* keys, const float* qt, int32_t rp, int32_t hd, float scale, float* st) {
+  VF acc[kK][kRV];
+  for (int k = 0; k < kK; ++k)
+    for (int v = 0; v < kRV; ++v) acc[k][v] = V::zero_f();
+  for (int32_t d = 0; d < hd; ++d) {
+    VF q[kRV];
+    for (int v = 0; v < kRV; ++v) q[v] = V::load_f(qt + static_cast<size_t>(d) * rp + v * kW);
+    for (int k = 0; k < kK; ++k) {
+      const VF kb = V::set1_f(keys[k][d]);
+      for (int v = 0; v < kRV; ++v) acc[k][v] = V::fmadd(kb, q[v], acc[k][v]);
+    }
+  }
+  const VF vs = V::set1_f(scale);
+  for (int k = 0; k < kK; ++k)
+    for (int v = 0; v < kRV; ++v) V::store_f(st + static_cast<size_t>(k) * rp + v * kW, V::mul(acc[k][v], vs));
+}
+template <int kRV>
+void qkt_keys(const float* const* keys, int32_t nk, const float* qt, int32_t rp, int32_t hd, float scale, float* st) {
+  constexpr int kK = V::kAccF / 2;
+  int32_t j = 0;
+  for (; j + kK <= nk; j += kK) qkt_block<kK, kRV>(keys + j, qt, rp, hd, scale, st + static_cast<size_t>(j) * rp);
+  for (; j < nk; ++j) qkt_block<1, kRV>(keys + j, qt, rp, hd, scale, st + static_cast<size_t>(j) * rp);
+}
+// The scores of nk keys for all rp rows: vectors of rows kAccF / 2 at a time.
+void qkt_tile(const float* const* keys, int32_t nk, const float* qt, int32_t rp, int32_t hd, float scale, float* st) {
+  constexpr int kRV = V::kAccF / 2;
+  const int32_t nrv = rp / kW;
+  int32_t v = 0;
+  for (; v + kRV <= nrv; v += kRV) qkt_keys<kRV>(keys, nk, qt + v * kW, rp, hd, scale, st + v * kW);
+  if constexpr (kRV > 2) {
+    if (v + 2 <= nrv) {
+      qkt_keys<2>(keys, nk, qt + v * kW, rp, hd, scale, st + v * kW);
+      v += 2;
+    }
+  }
+  for (; v < nrv; ++v) qkt_keys<1>(keys, nk, qt + v * kW, rp, hd, scale, st + v * kW);
+}
+
+// The tile's softmax for rp rows in lanes over the scores st[j][rp] of nk
+// keys (masked ones -inf): m and c updated as on the per-row path, st
+// replaced by the exps (0 for keys past nk), partial sums lp[k][rp] updated.
+void softmax_lanes(float* st, int32_t nk, int32_t rp, float* m, float* c, float* lp) {
+  for (int32_t v = 0; v < rp; v += kW) {
+    VF mx = V::set1_f(-INFINITY);
+    for (int32_t j = 0; j < nk; ++j) mx = V::max(mx, V::load_f(st + static_cast<size_t>(j) * rp + v));
+    const VF mo = V::load_f(m + v);
+    const VF mn = V::max(mo, mx);
+    // A row that has seen no key has m = -inf: its exps are exp(-inf) = 0.
+    const VF msub = V::max(mn, V::set1_f(-FLT_MAX));
+    V::store_f(c + v, V::exp(V::sub(mo, msub)));
+    // The rescale is exactly 1 while the max holds, as on the per-row path.
+    float mnew[kW];
+    V::store_f(mnew, mn);
+    for (int32_t i = 0; i < kW; ++i)
+      if (!(mnew[i] > m[v + i])) c[v + i] = 1.0f;
+    V::store_f(m + v, mn);
+    for (int32_t j = 0; j < nk; ++j) {
+      float* sj = st + static_cast<size_t>(j) * rp + v;
+      V::store_f(sj, V::exp(V::sub(V::load_f(sj), msub)));
+    }
+    for (int32_t j = nk; j < kAttnKeyTile; ++j) V::store_f(st + static_cast<size_t>(j) * rp + v, V::zero_f());
+    const VF cv = V::load_f(c + v);
+    for (int32_t k = 0; k < kW; ++k) {
+      float* l = lp + static_cast<size_t>(k) * rp + v;
+      const VF pk =
+          V::add(V::load_f(st + static_cast<size_t>(k) * rp + v), V::load_f(st + static_cast<size_t>(k + kW) * rp + v));
+      V::store_f(l, V::fmadd(V::load_f(l), cv, pk));
+    }
+  }
+}
+
+template <class R>
+void attend_lanes(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int32_t q_end, const RowState& st) {
+  const PagedKVView& kv = a.kv;
+  const int32_t hd = kv.head_dim;
+  const int32_t group = a.n_heads / kv.num_kv_heads;
+  const int32_t rows = (q_end - q_begin) * group;
+  const int32_t rp = (rows + kW - 1) / kW * kW;
+  std::fill(st.acc, st.acc + static_cast<size_t>(rows) * hd, 0.0f);
+  std::fill(st.lp, st.lp + static_cast<size_t>(rp) * kW, 0.0f);
+  std::fill(st.m, st.m + rp, -INFINITY);
+  if (a.sinks) {
+    // The sink starts each row's softmax: running max its logit, sum exp(0).
+    for (int32_t r = 0; r < rows; ++r) st.m[r] = a.sinks[kvh * group + r % group];
+    std::fill(st.lp, st.lp + rows, 1.0f);
+  }
+  int32_t max_pos = -1, min_pos = INT32_MAX, min_lo = INT32_MAX, max_lo = 0;
+  for (int32_t i = q_begin; i < q_end; ++i) {
+    max_pos = std::max(max_pos, a.q_pos[i]);
+    min_pos = std::min(min_pos, a.q_pos[i]);
+    min_lo = std::min(min_lo, window_start(a, i));
+    max_lo = std::max(max_lo, window_start(a, i));
+  }
+  // qt[d][r] = row r's query (zero rows past `rows`): 16 x 16 transposes.
+  for (int32_t r0 = 0; r0 < rp; r0 += kW) {
+    const float* q[kW];
+    for (int32_t i = 0; i < kW; ++i) {
+      const int32_t r = std::min(r0 + i, rows - 1);  // rows past `rows` are zeroed below
+      q[i] = a.q + (q_begin + r / group) * a.q_stride + static_cast<int64_t>(kvh * group + r % group) * hd;
+    }
+    for (int32_t d0 = 0; d0 < hd; d0 += kW) {
+      const int32_t nd = std::min(kW, hd - d0);
+      VF t[kW];
+      for (int32_t i = 0; i < kW; ++i)
+        t[i] = r0 + i >= rows ? V::zero_f() : nd == kW ? V::load_f(q[i] + d0) : V::load_f_part(q[i] + d0, nd);
+      V::transpose16(t);
+      for (int32_t k = 0; k < nd; ++k) V::store_f(st.qt + static_cast<size_t>(d0 + k) * rp + r0, t[k]);
+    }
+  }
+  const uint8_t* keys[kAttnKeyTile];
+  const uint8_t* vals[kAttnKeyTile];
+  const float* kf[kAttnKeyTile];
+  const uint8_t* vf[kAttnKeyTile];
+  float* sc = st.sc;
+  for (int32_t t0 = min_lo / kAttnKeyTile * kAttnKeyTile; t0 <= max_pos; t0 += kAttnKeyTile) {
+    const int32_t t1 = std::min(t0 + kAttnKeyTile, max_pos + 1);
+    const int32_t nk = t1 - t0;
+    tile_rows(a, kvh, t0, t1, min_lo, keys, vals);
+    for (int32_t j = 0; j < nk; ++j) {
+      if constexpr (std::is_same_v<R, RowF32>) {
+        kf[j] = reinterpret_cast<const float*>(keys[j]);
+        vf[j] = vals[j];
+      } else {
+        // f32 copies of the tile's rows (exact), converted once per tile.
+        float* kr = st.kf + static_cast<size_t>(j) * hd;
+        float* vr = st.vf + static_cast<size_t>(j) * hd;
+        for (int32_t d = 0; d < hd; d += kW) {
+          const int32_t n = std::min(kW, hd - d);
+          if (n == kW) {
+            V::store_f(kr + d, R::load(keys[j], d));
+            V::store_f(vr + d, R::load(vals[j], d));
+          } else {
+            V::store_f_part(kr + d, R::load_part(keys[j], d, n), n);
+            V::store_f_part(vr + d, R::load_part(vals[j], d, n), n);
+          }
+        }
+        kf[j] = kr;
+        vf[j] = reinterpret_cast<const uint8_t*>(vr);
+      }
+    }
+    qkt_tile(kf, nk, st.qt, rp, hd, a.scale, sc);
+    int32_t j0 = 0, j1 = nk;  // keys any row uses
+    const bool tree = a.tree_mask && t1 > a.tree_begin;
+    if (t0 < max_lo || t1 - 1 > min_pos || tree) {
+      // Masks: the causal one, the sliding window's start, the tree's.
+      j0 = kAttnKeyTile;
+      j1 = 0;
+      for (int32_t i = q_begin; i < q_end; ++i) {
+        const int32_t lo = std::max(t0, window_start(a, i));
+        const int32_t n = std::min(t1, a.q_pos[i] + 1) - lo;
+        const int32_t s0 = lo - t0;
+        uint32_t seen = 0;  // bit j: key t0 + j is visible
+        if (n > 0) {
+          seen = static_cast<uint32_t>(((uint64_t{1} << n) - 1) << s0);
+          if (a.tree_mask && a.q_pos[i] >= a.tree_begin && lo + n > a.tree_begin) {
+            for (int32_t j = std::max(0, a.tree_begin - lo); j < n; ++j)
+              if (!((a.tree_mask[i] >> (lo + j - a.tree_begin)) & 1)) seen &= ~(uint32_t{1} << (s0 + j));
+          }
+          j0 = std::min(j0, s0);
+          j1 = std::max(j1, s0 + n);
+        }
+        for (int32_t j = 0; j < nk; ++j) {
+          if ((seen >> j) & 1) continue;
+          float* sj = sc + static_cast<size_t>(j) * rp + (i - q_begin) * group;
+          for (int32_t g = 0; g < group; ++g) sj[g] = -INFINITY;
+        }
+      }
+    }
+    softmax_lanes(sc, nk, rp, st.m, st.c, st.lp);
+    if (j0 < j1) pv_tile<RowF32>(st.acc, st.c, PtKeys{sc, rp}, vf, j0, j1, rows, hd);
+  }
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t i = q_begin + r / group, g = r % group;
+    const float inv = 1.0f / sum16(st.lp + r, rp);
+    const float* acc = st.acc + static_cast<size_t>(r) * hd;
+    float* o = a.out + i * a.out_stride + static_cast<int64_t>(kvh * group + g) * hd;
+    for (int32_t d = 0; d < hd; ++d) o[d] = acc[d] * inv;
+  }
+}
+
+// Query tiles of at least kMinRowsLanes rows with float keys score with
+// queries in lanes (attend_lanes), smaller ones with the transposed key tile
+// from kMinRowsTransposed rows, per-key dots below.
 template <int kMinRowsTransposed, class R>
 void attend(const AttentionArgs& a) {
   const PagedKVView& kv = a.kv;
   const int32_t group = a.n_heads / kv.num_kv_heads;
   const int32_t q_tile = std::max(1, kAttnRowTarget / group);
   const int32_t rows_cap = attention_max_rows(a.n_q, a.n_heads);
+  const size_t rp_cap = (rows_cap + kW - 1) / kW * kW;
+  const size_t hd = kv.head_dim;
+  // The layout paged_attention_scratch_floats sizes.
   RowState st;
-  st.acc = a.scratch;
-  st.m = st.acc + static_cast<size_t>(rows_cap) * kv.head_dim;
-  st.l = st.m + rows_cap;
-  st.kt = st.l + rows_cap;
-  st.sc = st.kt + static_cast<size_t>(kv.head_dim) * kAttnKeyTile;
-  st.s = st.sc + static_cast<size_t>(rows_cap) * kAttnKeyTile;
-  const int32_t nb = (kv.head_dim + 31) / 32;
-  float* f = st.s + kAttnKeyTile;
+  float* f = a.scratch;
+  st.acc = f;
+  f += static_cast<size_t>(rows_cap) * hd;
+  st.m = f;
+  f += rp_cap;
+  st.c = f;
+  f += rp_cap;
+  st.lp = f;
+  f += rp_cap * kW;
+  st.kt = f;
+  f += hd * kAttnKeyTile;
+  st.sc = f;
+  f += rp_cap * kAttnKeyTile;
+  st.s = f;
+  f += kAttnKeyTile;
   st.pt = f;
   f += static_cast<size_t>(rows_cap) * kAttnKeyTile;
-  st.c = f;
-  f += rows_cap;
+  st.qt = f;
+  f += hd * rp_cap;
+  st.kf = f;
+  f += kAttnKeyTile * hd;
+  st.vf = f;
+  f += kAttnKeyTile * hd;
+  const int32_t nb = (kv.head_dim + 31) / 32;
   st.iq = reinterpret_cast<int32_t*>(f);
   f += static_cast<size_t>(rows_cap) * nb * 8;
   st.iq_d = f;
@@ -558,8 +830,14 @@ void attend(const AttentionArgs& a) {
   f += static_cast<size_t>(nb) * 34 / 4 + 1;
   st.stg = reinterpret_cast<uint8_t*>(f);  // kAttnKeyTile * nb * 32 bytes + 64
   for (int32_t kvh = a.kv_head_begin; kvh < a.kv_head_end; ++kvh)
-    for (int32_t q0 = 0; q0 < a.n_q; q0 += q_tile)
-      attend_query_tile<kMinRowsTransposed, R>(a, kvh, q0, std::min(a.n_q, q0 + q_tile), st);
+    for (int32_t q0 = 0; q0 < a.n_q; q0 += q_tile) {
+      const int32_t q1 = std::min(a.n_q, q0 + q_tile);
+      if (!R::kIntKeys && (q1 - q0) * group >= kMinRowsLanes) {
+        attend_lanes<R>(a, kvh, q0, q1, st);
+      } else {
+        attend_query_tile<kMinRowsTransposed, R>(a, kvh, q0, q1, st);
+      }
+    }
 }
 
 // The kernel table's AttentionFn (arguments checked by

@@ -1,6 +1,7 @@
 // Portable instantiation of paged attention (cpu/attention_inl.h) over the
 // scalar vocabulary: the path of hosts without AVX2 (and of non-x86 builds).
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
