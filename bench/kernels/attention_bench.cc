@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
@@ -36,20 +37,27 @@ Cache make_cache(int32_t ctx, DType dtype) {
   const int32_t blocks = (ctx + kBlock - 1) / kBlock;
   c.view = PagedKVView{nullptr, nullptr, kBlock, kKvHeads, kHeadDim, dtype};
   const size_t rows = static_cast<size_t>(blocks) * kBlock * kKvHeads;
-  c.k.resize(rows * c.view.row_bytes());
-  c.v.resize(rows * c.view.row_bytes());
+  // 64 bytes of slack: the rows start on a cache line, as in the engine's
+  // mapped KV storage.
+  c.k.resize(rows * c.view.row_bytes() + 64);
+  c.v.resize(rows * c.view.row_bytes() + 64);
+  auto line = [](std::vector<uint8_t>& b) {
+    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(b.data()) + 63) & ~uintptr_t{63});
+  };
+  uint8_t* kp = line(c.k);
+  uint8_t* vp = line(c.v);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> x(kHeadDim);
   for (size_t r = 0; r < rows; ++r)
-    for (auto* buf : {&c.k, &c.v}) {
+    for (uint8_t* buf : {kp, vp}) {
       for (float& e : x) e = u(rng);
-      store_kv_row(dtype, x.data(), kHeadDim, buf->data() + r * c.view.row_bytes());
+      store_kv_row(dtype, x.data(), kHeadDim, buf + r * c.view.row_bytes());
     }
   for (int32_t b = 0; b < blocks; ++b) c.table.push_back(BlockId{b});
   std::shuffle(c.table.begin(), c.table.end(), rng);
-  c.view.k = c.k.data();
-  c.view.v = c.v.data();
+  c.view.k = kp;
+  c.view.v = vp;
   return c;
 }
 

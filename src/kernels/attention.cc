@@ -84,14 +84,16 @@ size_t paged_attention_scratch_floats(int32_t n_q, int32_t n_heads, int32_t head
   // (nb blocks of 32 a row): the quantized query rows [rows][nb * 8] with
   // scales and offsets [rows][nb] each, key scales [nb][key tile],
   // transposed key dwords [nb * 8][key tile], one Q8_0 row, the staged keys
-  // (key tile * nb * 32 bytes + 64).
+  // (key tile * nb * 32 bytes + 64). Each of these 19 arrays starts on a
+  // 64-byte boundary: up to 15 floats of padding after each, and 15 before
+  // the first.
   const size_t rows = static_cast<size_t>(cpu::attention_max_rows(n_q, n_heads));
   const size_t rp = (rows + 15) / 16 * 16;
   const size_t hd = static_cast<size_t>(head_dim);
   const size_t nb = (hd + 31) / 32;
   const size_t tile = cpu::kAttnKeyTile;
   return rows * hd + rp * (2 + 16) + hd * tile + rp * tile + tile + rows * tile + hd * rp + 2 * tile * hd +
-         rows * nb * 10 + nb * tile + nb * 8 * tile + nb * 34 / 4 + 1 + tile * nb * 8 + 16;
+         rows * nb * 10 + nb * tile + nb * 8 * tile + nb * 34 / 4 + 1 + tile * nb * 8 + 16 + 20 * 15;
 }
 
 void paged_attention(const PagedKVView& kv, const BlockId* block_table, int32_t kv_len, const float* q,

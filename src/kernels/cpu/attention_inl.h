@@ -790,45 +790,35 @@ void attend(const AttentionArgs& a) {
   const int32_t rows_cap = attention_max_rows(a.n_q, a.n_heads);
   const size_t rp_cap = (rows_cap + kW - 1) / kW * kW;
   const size_t hd = kv.head_dim;
-  // The layout paged_attention_scratch_floats sizes.
+  // The layout paged_attention_scratch_floats sizes, every array on a
+  // 64-byte boundary (the scratch itself need not be: a misaligned one split
+  // every vector load across two cache lines).
   RowState st;
-  float* f = a.scratch;
-  st.acc = f;
-  f += static_cast<size_t>(rows_cap) * hd;
-  st.m = f;
-  f += rp_cap;
-  st.c = f;
-  f += rp_cap;
-  st.lp = f;
-  f += rp_cap * kW;
-  st.kt = f;
-  f += hd * kAttnKeyTile;
-  st.sc = f;
-  f += rp_cap * kAttnKeyTile;
-  st.s = f;
-  f += kAttnKeyTile;
-  st.pt = f;
-  f += static_cast<size_t>(rows_cap) * kAttnKeyTile;
-  st.qt = f;
-  f += hd * rp_cap;
-  st.kf = f;
-  f += kAttnKeyTile * hd;
-  st.vf = f;
-  f += kAttnKeyTile * hd;
-  const int32_t nb = (kv.head_dim + 31) / 32;
-  st.iq = reinterpret_cast<int32_t*>(f);
-  f += static_cast<size_t>(rows_cap) * nb * 8;
-  st.iq_d = f;
-  f += static_cast<size_t>(rows_cap) * nb;
-  st.iq_c = f;
-  f += static_cast<size_t>(rows_cap) * nb;
-  st.ks = f;
-  f += static_cast<size_t>(nb) * kAttnKeyTile;
-  st.kt8 = f;
-  f += static_cast<size_t>(nb) * 8 * kAttnKeyTile;
-  st.tmp = reinterpret_cast<uint8_t*>(f);
-  f += static_cast<size_t>(nb) * 34 / 4 + 1;
-  st.stg = reinterpret_cast<uint8_t*>(f);  // kAttnKeyTile * nb * 32 bytes + 64
+  auto* f = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(a.scratch) + 63) & ~uintptr_t{63});
+  auto take = [&f](size_t n) {
+    float* p = f;
+    f += (n + 15) / 16 * 16;
+    return p;
+  };
+  const size_t nb = (hd + 31) / 32;
+  st.acc = take(static_cast<size_t>(rows_cap) * hd);
+  st.m = take(rp_cap);
+  st.c = take(rp_cap);
+  st.lp = take(rp_cap * kW);
+  st.kt = take(hd * kAttnKeyTile);
+  st.sc = take(rp_cap * kAttnKeyTile);
+  st.s = take(kAttnKeyTile);
+  st.pt = take(static_cast<size_t>(rows_cap) * kAttnKeyTile);
+  st.qt = take(hd * rp_cap);
+  st.kf = take(kAttnKeyTile * hd);
+  st.vf = take(kAttnKeyTile * hd);
+  st.iq = reinterpret_cast<int32_t*>(take(static_cast<size_t>(rows_cap) * nb * 8));
+  st.iq_d = take(static_cast<size_t>(rows_cap) * nb);
+  st.iq_c = take(static_cast<size_t>(rows_cap) * nb);
+  st.ks = take(nb * kAttnKeyTile);
+  st.kt8 = take(nb * 8 * kAttnKeyTile);
+  st.tmp = reinterpret_cast<uint8_t*>(take(nb * 34 / 4 + 1));
+  st.stg = reinterpret_cast<uint8_t*>(take(nb * 8 * kAttnKeyTile + 16));  // kAttnKeyTile * nb * 32 bytes + 64
   for (int32_t kvh = a.kv_head_begin; kvh < a.kv_head_end; ++kvh)
     for (int32_t q0 = 0; q0 < a.n_q; q0 += q_tile) {
       const int32_t q1 = std::min(a.n_q, q0 + q_tile);
