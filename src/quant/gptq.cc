@@ -106,14 +106,20 @@ Status gptq_inverse_factor(std::vector<double>& h, int64_t n, double damp, std::
   return invalid_argument("GPTQ: the Hessian stays singular after dampening (no calibration data reached the layer?)");
 }
 
-Status gptq_quantize(DType type, float* w, int64_t rows, int64_t cols, std::vector<double> h, const GptqOptions& opt,
-                     uint8_t* out, ThreadPool& pool) {
+namespace {
+
+Status check_grid(DType type, int64_t cols) {
   if (!has_block_grid(type))
     return invalid_argument("GPTQ needs a block-quantized type, not " + std::string(dtype_name(type)));
-  const int bs = dtype_block_size(type);
-  if (cols % bs != 0)
+  if (cols % dtype_block_size(type) != 0)
     return invalid_argument("GPTQ: rows of " + std::to_string(cols) + " do not fit " + std::string(dtype_name(type)) +
                             " blocks");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status gptq_factor(std::vector<double> h, int64_t cols, const GptqOptions& opt, GptqFactor* f, ThreadPool& pool) {
   const int64_t n = cols;
   // Dead inputs (never non-zero in calibration) carry no information: a unit
   // diagonal makes their weights round to the grid, with no error feedback
@@ -132,7 +138,29 @@ Status gptq_quantize(DType type, float* w, int64_t rows, int64_t cols, std::vect
   }
   std::vector<double> u;
   PAGODA_RETURN_IF_ERROR(gptq_inverse_factor(h, n, opt.damp, &u, pool));
+  f->cols = n;
+  f->perm = std::move(perm);
+  f->u = std::move(u);
+  return Status::ok();
+}
 
+Status gptq_quantize(DType type, float* w, int64_t rows, int64_t cols, std::vector<double> h, const GptqOptions& opt,
+                     uint8_t* out, ThreadPool& pool) {
+  PAGODA_RETURN_IF_ERROR(check_grid(type, cols));
+  GptqFactor f;
+  PAGODA_RETURN_IF_ERROR(gptq_factor(std::move(h), cols, opt, &f, pool));
+  return gptq_quantize(type, w, rows, f, opt, out, pool);
+}
+
+Status gptq_quantize(DType type, float* w, int64_t rows, const GptqFactor& f, const GptqOptions& opt, uint8_t* out,
+                     ThreadPool& pool) {
+  const int64_t cols = f.cols, n = f.cols;
+  if (cols <= 0 || f.u.size() != static_cast<size_t>(n * n) || f.perm.size() != static_cast<size_t>(n))
+    return invalid_argument("GPTQ: no factor (gptq_factor failed or was not run)");
+  PAGODA_RETURN_IF_ERROR(check_grid(type, cols));
+  const int bs = dtype_block_size(type);
+  const std::vector<int64_t>& perm = f.perm;
+  const std::vector<double>& u = f.u;
   const size_t row_bytes = dtype_row_bytes(type, cols);
   const int64_t blocks_per_row = cols / bs;
   const float* imp = opt.importance.empty() ? nullptr : opt.importance.data();

@@ -38,6 +38,26 @@ void accumulate_hessian(const float* x, int64_t stride, int64_t n, int64_t cols,
 Status gptq_quantize(DType type, float* w, int64_t rows, int64_t cols, std::vector<double> h, const GptqOptions& opt,
                      uint8_t* out, ThreadPool& pool);
 
+// What GPTQ derives from H alone: the column order (identity, or act-order's
+// decreasing H_ii) and the inverse factor in that order. Weights that read
+// the same inputs (q/k/v, gate/up) share one: factoring is most of GPTQ's
+// time on wide layers.
+struct GptqFactor {
+  int64_t cols = 0;
+  std::vector<int64_t> perm;
+  std::vector<double> u;  // gptq_inverse_factor of H permuted by perm
+};
+
+// The factor of H (cols x cols) under opt.damp and opt.act_order (dead
+// inputs, never non-zero in calibration, get a unit diagonal first); an H
+// that stays singular after dampening gives an error.
+Status gptq_factor(std::vector<double> h, int64_t cols, const GptqOptions& opt, GptqFactor* f, ThreadPool& pool);
+
+// gptq_quantize with a factor from gptq_factor (its cols the weights'; the
+// same damp and act_order in opt): the same bytes as from H itself.
+Status gptq_quantize(DType type, float* w, int64_t rows, const GptqFactor& f, const GptqOptions& opt, uint8_t* out,
+                     ThreadPool& pool);
+
 // The upper-triangular U with U^T U = (H + damp)^-1, the factor GPTQ reads
 // (row i: the update of column i's error onto later columns). Exposed for tests.
 Status gptq_inverse_factor(std::vector<double>& h, int64_t cols, double damp, std::vector<double>* u, ThreadPool& pool);

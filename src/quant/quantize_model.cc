@@ -299,23 +299,28 @@ Result<QuantizeReport> quantize_model(const std::string& in_path, const std::str
     // layer come from the layers before it, already quantized.
     auto observer = [&](int32_t layer, LinearInput which, const float* x, int64_t width, int64_t n) {
       if (!failure.is_ok() || which == LinearInput::kOutput) return;
-      std::vector<double> h;
+      // One factor for every weight reading this input (q/k/v, gate/up).
+      GptqFactor factor;
       for (const std::string& name : linear_tensor_names(layer, which, shape.has_output)) {
         auto it = by_name.find(name);
         if (it == by_name.end()) continue;
         Plan& p = *it->second;
         if (!p.quantize || !has_block_grid(p.type) || p.src->dims[0] % dtype_block_size(p.type) != 0) continue;
         const auto t0 = Clock::now();
-        if (h.empty()) {
-          h.assign(static_cast<size_t>(width * width), 0.0);
+        if (factor.cols == 0) {
+          std::vector<double> h(static_cast<size_t>(width * width), 0.0);
           accumulate_hessian(x, width, n, width, h.data(), pool);
+          if (Status s = gptq_factor(std::move(h), width, opt.gptq, &factor, pool); !s.is_ok()) {
+            failure = Status(s.code(), name + ": " + s.message());
+            return;
+          }
         }
         GptqOptions g = opt.gptq;
         if (g.importance.empty()) g.importance = imatrix.importance(name);
         float* w = f32.tensor(name);
         const int64_t rows = rows_of(*p.src);
         p.bytes.resize(dtype_row_bytes(p.type, width) * static_cast<size_t>(rows));
-        if (Status s = gptq_quantize(p.type, w, rows, width, h, g, p.bytes.data(), pool); !s.is_ok()) {
+        if (Status s = gptq_quantize(p.type, w, rows, factor, g, p.bytes.data(), pool); !s.is_ok()) {
           failure = Status(s.code(), name + ": " + s.message());
           return;
         }
