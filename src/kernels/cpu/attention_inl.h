@@ -593,7 +593,7 @@ void attend_query_tile(const AttentionArgs& a, int32_t kvh, int32_t q_begin, int
 // From 48 rows (3 vectors): prefill tiles (64 rows) ran 13-17% faster than
 // on the transposed key tile (bench/kernels/attention_bench.cc, AVX-512 and
 // AVX2), a 16- or 40-row verification about the same (bench/RESULTS.md
-// 2026-12-06, 19:40-21:30 UTC).
+// 2026-12-06, 19:40-20:40 UTC).
 constexpr int32_t kMinRowsLanes = 3 * kW;
 
 // st[k][rv * kW ..] = scale * qt-rows . keys[k] for kK keys x kRV vectors of
