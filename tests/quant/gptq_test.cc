@@ -87,36 +87,6 @@ std::vector<float> gptq(const Layer& l, DType t, const GptqOptions& opt, std::ve
   return w;
 }
 
-TEST(Gptq, SharedFactorGivesTheSameBytes) {
-  // Weights reading the same inputs (q/k/v) share one factor: each weight's
-  // bytes and dequantized values are those of GPTQ from H itself.
-  const Layer a = random_layer(24, 256, 300, 11);
-  Layer b = random_layer(40, 256, 1, 12);
-  b.h = a.h;
-  ThreadPool pool(2);
-  for (bool act_order : {false, true}) {
-    GptqOptions opt;
-    opt.act_order = act_order;
-    opt.lazy_block = 32;
-    GptqFactor f;
-    ASSERT_TRUE(gptq_factor(a.h, a.cols, opt, &f, pool).is_ok());
-    for (const Layer* l : {&a, static_cast<const Layer*>(&b)})
-      for (DType t : {DType::kQ4_0, DType::kQ4_K}) {
-        std::vector<uint8_t> want_bytes;
-        const std::vector<float> want = gptq(*l, t, opt, &want_bytes);
-        std::vector<float> w = l->w;
-        std::vector<uint8_t> q(want_bytes.size());
-        ASSERT_TRUE(gptq_quantize(t, w.data(), l->rows, f, opt, q.data(), pool).is_ok());
-        EXPECT_EQ(q, want_bytes) << dtype_name(t) << " act_order " << act_order;
-        EXPECT_EQ(w, want);
-      }
-  }
-  GptqFactor none;
-  std::vector<float> w = a.w;
-  std::vector<uint8_t> q(dtype_row_bytes(DType::kQ4_0, a.cols) * a.rows);
-  EXPECT_FALSE(gptq_quantize(DType::kQ4_0, w.data(), a.rows, none, {}, q.data(), pool).is_ok());
-}
-
 TEST(Gptq, LowersOutputErrorAgainstRoundToNearest) {
   const Layer l = random_layer(32, 256, 400, 7);
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
@@ -185,6 +155,47 @@ TEST(Gptq, MatchesAFloat64ReImplementation) {
     EXPECT_LE(differ, static_cast<int>(ours.size() / 100)) << dtype_name(t);
     EXPECT_NEAR(output_error(l, ours), output_error(l, ref), 0.02 * output_error(l, ref)) << dtype_name(t);
   }
+}
+
+TEST(Gptq, SharedFactorGivesTheSameBytes) {
+  // Weights reading the same inputs (q/k/v) share one factor: used for
+  // several weights in any order, it is not changed by a use, and each
+  // weight gets the bytes and values of GPTQ from H itself (and, in file
+  // order, stays within the float64 re-implementation's tolerance).
+  const Layer a = random_layer(24, 256, 300, 11);
+  Layer b = random_layer(40, 256, 1, 12);
+  b.h = a.h;
+  ThreadPool pool(2);
+  for (bool act_order : {false, true}) {
+    GptqOptions opt;
+    opt.act_order = act_order;
+    opt.lazy_block = 32;
+    GptqFactor f;
+    ASSERT_TRUE(gptq_factor(a.h, a.cols, opt, &f, pool).is_ok());
+    const GptqFactor before = f;
+    for (const Layer* l : {static_cast<const Layer*>(&b), &a, static_cast<const Layer*>(&b)})
+      for (DType t : {DType::kQ4_0, DType::kQ4_K}) {
+        std::vector<uint8_t> want_bytes;
+        const std::vector<float> want = gptq(*l, t, opt, &want_bytes);
+        std::vector<float> w = l->w;
+        std::vector<uint8_t> q(want_bytes.size());
+        ASSERT_TRUE(gptq_quantize(t, w.data(), l->rows, f, opt, q.data(), pool).is_ok());
+        EXPECT_EQ(q, want_bytes) << dtype_name(t) << " act_order " << act_order;
+        EXPECT_EQ(w, want);
+        if (!act_order && t == DType::kQ4_0) {
+          const std::vector<float> ref = gptq_reference(*l, t, opt.damp);
+          int differ = 0;
+          for (size_t i = 0; i < w.size(); ++i) differ += std::fabs(w[i] - ref[i]) > 1e-5f * (1 + std::fabs(ref[i]));
+          EXPECT_LE(differ, static_cast<int>(w.size() / 100));
+        }
+      }
+    EXPECT_EQ(f.perm, before.perm);
+    EXPECT_EQ(f.u, before.u);
+  }
+  GptqFactor none;
+  std::vector<float> w = a.w;
+  std::vector<uint8_t> q(dtype_row_bytes(DType::kQ4_0, a.cols) * a.rows);
+  EXPECT_FALSE(gptq_quantize(DType::kQ4_0, w.data(), a.rows, none, {}, q.data(), pool).is_ok());
 }
 
 TEST(Gptq, InverseFactorIsTheCholeskyOfTheInverse) {
