@@ -221,6 +221,12 @@ std::string step_cost_summary(const StepCostModel& m) {
     std::snprintf(buf, sizeof(buf), "%s%d tok %.3g ms", s.empty() ? "" : ", ", n, t * 1e3);
     s += buf;
   }
+  if (m.per_seq_key() > 0 || m.per_token_key() > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "; past %d cached tokens, %.3g ns per key per sequence + %.3g ns per key per token",
+                  m.context(), m.per_seq_key() * 1e9, m.per_token_key() * 1e9);
+    s += buf;
+  }
   return s;
 }
 

@@ -534,7 +534,25 @@ void Engine::profile_step_cost(int32_t max_num_batched_tokens) {
   auto times = runner_->profile_step_times(sizes, kContext);
   // A KV cache too small for even one profile leaves the model empty: the
   // proposer's drafts are then verified untrimmed.
-  if (!times.empty()) step_cost_ = StepCostModel(std::move(times));
+  if (!times.empty()) {
+    // Attention past the profile's context: the verification sizes again
+    // after a long context (as long as the model and the cache allow, at
+    // most kLongContext), per sequence and per token (StepCostModel).
+    constexpr int32_t kLongContext = 1024;
+    std::vector<int32_t> verify_sizes;
+    for (int32_t n : {1, 4, 8, 16})
+      if (n <= max_num_batched_tokens) verify_sizes.push_back(n);
+    const int32_t room =
+        std::min(max_model_len_, runner_->num_kv_blocks() * kv_manager_->block_size()) - verify_sizes.back() - 1;
+    const int32_t long_context = std::min(kLongContext, room);
+    const auto base = times;
+    step_cost_ = StepCostModel(std::move(times));
+    if (long_context >= 4 * kContext) {
+      const AttentionFit fit =
+          fit_attention(base, kContext, runner_->profile_step_times(verify_sizes, long_context), long_context);
+      step_cost_.set_attention(kContext, fit.per_seq_key, fit.per_token_key);
+    }
+  }
   if (draft_) {
     auto draft_times = draft_->profile_step_times(sizes, kContext);
     if (!draft_times.empty()) draft_cost_ = StepCostModel(std::move(draft_times));
@@ -571,7 +589,11 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   // The next step is forecast as this one without its drafts: the same
   // decoding sequences and prefill chunks.
   int32_t num_base = 0;
-  for (const ScheduledSeq& s : out.scheduled) num_base += s.num_new_tokens - s.num_draft_tokens;
+  StepContext base_context;
+  for (const ScheduledSeq& s : out.scheduled) {
+    num_base += s.num_new_tokens - s.num_draft_tokens;
+    base_context.add(s.seq->num_cache_tokens(), s.num_new_tokens - s.num_draft_tokens, step_cost_.context());
+  }
   const EngineStats& st = stats_.stats();
   const double prior = estimate_acceptance(static_cast<double>(st.num_accepted_draft_tokens),
                                            static_cast<double>(st.num_spec_rejections), 0.5);
@@ -588,7 +610,8 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     candidates.push_back({optimistic_acceptance(a.num_accepted, a.num_rejected, prior),
                           static_cast<int32_t>(c.seq.draft_tokens.size()),
                           {},
-                          draft_ ? amortized_catch_up(c.seq) : 0});
+                          draft_ ? amortized_catch_up(c.seq) : 0,
+                          c.seq.num_cache_tokens()});
   }
   if (choices.empty()) return;
   if (tree_gains_) {
@@ -601,9 +624,9 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
       candidates[i].node_gains = tree_gain_rows_[i];
     }
   }
-  std::vector<int32_t> k =
-      plan_draft_lengths(step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
-                         tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale());
+  std::vector<int32_t> k = plan_draft_lengths(
+      step_cost_, num_base, candidates, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
+      tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), gain_calibration_.scale(), nullptr, base_context);
   // Could drafts accepted half as often as perfect ones pay (a chain of
   // them in place of each sequence the planner left without drafts and
   // whose record is empty or faded)? Only then is such a sequence probed,
@@ -619,15 +642,20 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   if (probe) {
     std::vector<DraftCandidate> best = candidates;
     for (size_t i = 0; i < best.size(); ++i)
-      best[i] = {1.0, best[i].max_drafts, {}, draft_ ? choices[i]->seq.num_draft_lag : 0};
+      best[i] = {1.0, best[i].max_drafts, {}, draft_ ? choices[i]->seq.num_draft_lag : 0, best[i].context};
     double could_gain = 0;
-    ideal = plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
-                               tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5, &could_gain);
+    ideal =
+        plan_draft_lengths(step_cost_, num_base, best, draft_ && !draft_cost_.empty() ? &draft_cost_ : nullptr,
+                           tree_fill_seconds_per_head_, std::max(1, tree_fill_depth_), 0.5, &could_gain, base_context);
     probe_scale_ = probe_scale(could_gain);
   }
   const double probe_below = AcceptanceCounts::kProbeBelow * probe_scale_;
   int32_t num_planned = num_base;
-  for (int32_t n : k) num_planned += n;
+  StepContext planned_context = base_context;
+  for (size_t i = 0; i < k.size(); ++i) {
+    num_planned += k[i];
+    planned_context.token_keys += static_cast<double>(k[i]) * (candidates[i].context - step_cost_.context());
+  }
   int32_t num_kept = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     AcceptanceCounts& a = choices[i]->spec_acceptance;
@@ -636,11 +664,15 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
     if (keep > k[i]) {
       // A probe is paid from the probe budget (its marginal step time, the
       // draft model's catch-up and drafts, Medusa's heads), or not made.
-      double cost = step_cost_.seconds(num_planned + keep - k[i]) - step_cost_.seconds(num_planned);
+      StepContext probed_context = planned_context;
+      probed_context.token_keys += static_cast<double>(keep - k[i]) * (candidates[i].context - step_cost_.context());
+      double cost = step_cost_.seconds(num_planned + keep - k[i], probed_context) -
+                    step_cost_.seconds(num_planned, planned_context);
       if (draft_ && !draft_cost_.empty()) cost += draft_cost_.seconds(choices[i]->seq.num_draft_lag + keep);
       cost += tree_fill_seconds_per_head_ * heads_run(keep, tree_fill_depth_);
       if (probe_budget_.spend(cost)) {
         num_planned += keep - k[i];
+        planned_context = probed_context;
       } else {
         keep = k[i];
       }
@@ -719,6 +751,9 @@ std::vector<RequestOutput> Engine::step() {
   last_step_start_ = t_start;
   last_step_tokens_ = out.num_batched_tokens;
   mark_scheduled(out, t_start);
+  StepContext step_context;  // how far this step's attention reaches (the cost model's)
+  for (const ScheduledSeq& s : out.scheduled)
+    step_context.add(s.seq->num_cache_tokens(), s.num_new_tokens, step_cost_.context());
   const double draft_seconds = draft_                                              ? run_draft_model(out)
                                : proposer_ && proposer_->drafts_after_scheduling() ? fill_tree_drafts(out)
                                                                                    : 0.0;  // (drafts)
@@ -771,7 +806,7 @@ std::vector<RequestOutput> Engine::step() {
   // steps, and a draft in a step of 64 sequences was priced at a third of
   // what it cost (attention over its context; bench/RESULTS.md, 2026-12-06).
   if (spec_auto_ && learn_step_cost_ && decode_only(out))
-    step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds);
+    step_cost_.observe(out.num_batched_tokens, seconds - draft_seconds, step_context);
   if (spec_auto_) probe_budget_.earn(seconds, probe_scale_);
   update(outputs);  // 4. update: drop finished requests
   return outputs;

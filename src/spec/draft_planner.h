@@ -16,10 +16,36 @@
 
 namespace pagoda {
 
+// How far a step's attention reaches past the start-up profile's, whose
+// tokens are one sequence's, after `context` cached tokens: a slice of n
+// tokens after `start` cached ones adds start - context to seq_keys (the K/V
+// its sequence streams once per step, however many queries read it) and n
+// times that to token_keys (the scores and P·V each query computes). Shorter
+// contexts count negative. A slice's growth within itself is the profile's.
+struct StepContext {
+  double seq_keys = 0;
+  double token_keys = 0;
+  void add(int32_t start, int32_t num_tokens, int32_t context) {
+    seq_keys += start - context;
+    token_keys += static_cast<double>(num_tokens) * (start - context);
+  }
+};
+
 // Step time as a function of the number of batched tokens: piecewise linear
 // through measured forward times (non-decreasing, extended along the last
-// segment), plus what real steps add to a forward — scheduling, sampling
-// every logits row — learned as a + b * tokens from observed steps.
+// segment), plus attention past the profile's context (set_attention: per
+// sequence and per token, by how far they reach; StepContext), plus what
+// real steps add to a forward — scheduling, sampling every logits row —
+// learned as a + b * tokens from observed steps.
+//
+// Why attention has its own terms: at a long context a decode step's time
+// is mostly its sequences streaming their K/V, once per sequence whatever
+// the number of queries, and a draft token adds only its own scores. The
+// bundled model at context 1,800: 0.93 ms for one token against 0.26 ms at
+// 64, a draft 0.17 ms more (bench/RESULTS.md, 2026-12-06 late). Priced as
+// the profile's marginal times the steps' measured scale (3.5x), a draft was
+// under-priced 2x at batch 1 and over-priced ~3x in a batch of 64 long
+// sequences, where the scale comes from their K/V streams, not from tokens.
 class StepCostModel {
  public:
   StepCostModel() = default;
@@ -27,6 +53,17 @@ class StepCostModel {
   explicit StepCostModel(std::vector<std::pair<int32_t, double>> points);
 
   bool empty() const { return points_.empty(); }
+  // The profile ran after `context` cached tokens; each key a step's
+  // sequences stream past that costs per_seq_key seconds, each key a token
+  // reads past it per_token_key (both >= 0; 0: no attention terms).
+  void set_attention(int32_t context, double per_seq_key, double per_token_key);
+  int32_t context() const { return context_; }
+  double per_seq_key() const { return per_seq_key_; }
+  double per_token_key() const { return per_token_key_; }
+  // The profiled time plus attention: what a forward of this shape costs
+  // before the observed scale and offset (never below a tenth of the
+  // profile's).
+  double forward_seconds(int32_t num_tokens, const StepContext& ctx) const;
   // A real step of num_tokens batched tokens took `seconds`. Real steps are
   // a least-squares line of the profiled forward time, seconds = scale *
   // forward + offset, over recent steps (each weighs 5% less with every new
@@ -38,9 +75,9 @@ class StepCostModel {
   // than the profile's one sequence (attention, sampling, bookkeeping), for
   // its drafts too: an offset alone would price a draft at the profile's
   // marginal and plan too many. The scale is at least kMinScale.
-  void observe(int32_t num_tokens, double seconds);
+  void observe(int32_t num_tokens, double seconds, const StepContext& ctx = {});
   double forward_seconds(int32_t num_tokens) const;
-  double seconds(int32_t num_tokens) const;
+  double seconds(int32_t num_tokens, const StepContext& ctx = {}) const;
   const std::vector<std::pair<int32_t, double>>& points() const { return points_; }
 
  private:
@@ -50,7 +87,21 @@ class StepCostModel {
   // weight, x, x^2, y, x * y.
   double sw_ = 0, sx_ = 0, sxx_ = 0, sy_ = 0, sxy_ = 0;
   double scale_ = 1.0, offset_ = 0.0;
+  int32_t context_ = 0;
+  double per_seq_key_ = 0, per_token_key_ = 0;
 };
+
+// The attention terms from profiled forward times after the profile's
+// context (`base`, as StepCostModel's points) and after a longer one
+// (`longer`: the same token counts after `longer_context` cached tokens):
+// least squares of the differences over the sizes both have, as
+// per_seq_key + n * per_token_key seconds per key. Both clamped at 0; both
+// 0 where fewer than two sizes match or the contexts do not differ.
+struct AttentionFit {
+  double per_seq_key = 0, per_token_key = 0;
+};
+AttentionFit fit_attention(const std::vector<std::pair<int32_t, double>>& base, int32_t base_context,
+                           const std::vector<std::pair<int32_t, double>>& longer, int32_t longer_context);
 
 // One sequence's verification record. Both counts fade while its drafts are
 // planned away, so its estimate drifts back to the engine-wide rate and the
@@ -131,6 +182,9 @@ struct DraftCandidate {
   // request's whole prompt); the engine charges that lag spread over the
   // next steps, or whole where a probe may be the only draft.
   int32_t catch_up = 0;
+  // The cached tokens before the sequence's drafts: each draft reads that
+  // far (StepCostModel's per_token_key past its context).
+  int32_t context = 0;
 };
 
 // Draft lengths, one per candidate (each in 0..max_drafts), maximizing
@@ -150,12 +204,14 @@ struct DraftCandidate {
 // gain_scale multiplies every draft's expected gain (GainCalibration: the
 // engine's measured accepted / predicted, correcting the estimates' bias).
 // rate_gain, if given, receives the plan's expected tokens per second over
-// the step's without drafts, minus 1 (0: no draft planned).
+// the step's without drafts, minus 1 (0: no draft planned). base_context:
+// the step without drafts (its sequences' StepContext); each draft adds its
+// candidate's context as a token's.
 std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_base_tokens,
                                         std::span<const DraftCandidate> candidates,
                                         const StepCostModel* draft_cost = nullptr, double first_draft_seconds = 0.0,
-                                        int32_t costly_drafts = 1, double gain_scale = 1.0,
-                                        double* rate_gain = nullptr);
+                                        int32_t costly_drafts = 1, double gain_scale = 1.0, double* rate_gain = nullptr,
+                                        const StepContext& base_context = {});
 
 // The per-sequence passes n drafts run out of num_passes: none without a
 // draft, else one beyond their depth, at most all of them (Medusa: a tree of

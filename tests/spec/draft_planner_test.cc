@@ -69,6 +69,70 @@ TEST(StepCostModel, ScalesTheProfileToRealSteps) {
   EXPECT_TRUE(std::isfinite(faster.seconds(2)));
 }
 
+// Attention past the profile's context: per key a sequence streams and per
+// key each of its tokens reads; the observed scale stays 1 where real steps
+// are what the terms say, so a draft at a long context is priced at its own
+// scores, not at the step's K/V stream.
+TEST(StepCostModel, PricesAttentionPastTheProfilesContext) {
+  const std::vector<std::pair<int32_t, double>> forward = {{1, 1.0e-3}, {2, 1.1e-3}, {8, 1.5e-3}};
+  StepCostModel m(forward);
+  m.set_attention(64, 300e-9, 75e-9);
+  EXPECT_EQ(m.context(), 64);
+  StepContext ctx;
+  ctx.add(1800, 1, 64);  // one decode token at context 1,800
+  EXPECT_DOUBLE_EQ(ctx.seq_keys, 1736);
+  EXPECT_DOUBLE_EQ(ctx.token_keys, 1736);
+  const double one = 1.0e-3 + 1736 * (300e-9 + 75e-9);
+  EXPECT_NEAR(m.seconds(1, ctx), one, 1e-12);
+  for (int i = 0; i < 50; ++i) m.observe(1, one, ctx);  // a steady batch of one
+  StepContext drafted;
+  drafted.add(1800, 3, 64);  // the token and two drafts
+  EXPECT_NEAR(m.seconds(3, drafted), 1.1e-3 + 0.4e-3 / 6 + 1736 * (300e-9 + 3 * 75e-9), 1e-9);
+  // Without the terms the same steps scale the profile (1.65x): the two
+  // drafts are priced at two thirds of what they cost.
+  StepCostModel blind(forward);
+  for (int i = 0; i < 50; ++i) blind.observe(1, one);
+  EXPECT_LT(blind.seconds(3) - blind.seconds(1), 0.7 * (m.seconds(3, drafted) - m.seconds(1, ctx)));
+
+  // Shorter contexts than the profile's count less, never below a tenth of
+  // the profile.
+  StepContext short_ctx;
+  short_ctx.add(0, 8, 64);
+  EXPECT_DOUBLE_EQ(short_ctx.token_keys, -512);
+  EXPECT_NEAR(StepCostModel(forward).seconds(8, short_ctx), 1.5e-3, 1e-15);  // no terms: the profile
+  StepCostModel steep(forward);
+  steep.set_attention(64, 0, 1e-4);
+  EXPECT_DOUBLE_EQ(steep.seconds(8, short_ctx), 0.1 * 1.5e-3);
+}
+
+TEST(FitAttention, RecoversPerSequenceAndPerTokenCosts) {
+  const std::vector<std::pair<int32_t, double>> base = {{1, 1e-3}, {2, 1.1e-3}, {4, 1.2e-3}, {8, 1.6e-3}, {16, 3e-3}};
+  const auto longer = [&](double per_seq, double per_token, int32_t span) {
+    std::vector<std::pair<int32_t, double>> l;
+    for (const auto& [n, t] : base)
+      if (n == 1 || n == 4 || n == 8 || n == 16) l.push_back({n, t + span * (per_seq + n * per_token)});
+    return l;
+  };
+  AttentionFit f = fit_attention(base, 64, longer(300e-9, 75e-9, 960), 1024);
+  EXPECT_NEAR(f.per_seq_key, 300e-9, 1e-15);
+  EXPECT_NEAR(f.per_token_key, 75e-9, 1e-15);
+  // Noise that makes more queries cheaper: a per-sequence cost alone, the mean.
+  auto l = longer(300e-9, 0, 960);
+  l.back().second -= 1e-4;
+  f = fit_attention(base, 64, l, 1024);
+  EXPECT_EQ(f.per_token_key, 0);
+  EXPECT_GT(f.per_seq_key, 250e-9);
+  // A negative intercept: a per-token cost through the origin.
+  f = fit_attention(base, 64, longer(-100e-9, 100e-9, 960), 1024);
+  EXPECT_EQ(f.per_seq_key, 0);
+  EXPECT_GT(f.per_token_key, 90e-9);
+  // Nothing to fit: no context between them, or one size in common.
+  f = fit_attention(base, 64, longer(300e-9, 75e-9, 0), 64);
+  EXPECT_EQ(f.per_seq_key + f.per_token_key, 0);
+  f = fit_attention(base, 64, {{1, 2e-3}, {3, 3e-3}}, 1024);
+  EXPECT_EQ(f.per_seq_key + f.per_token_key, 0);
+}
+
 TEST(EstimateAcceptance, StartsAtThePriorAndFollowsTheData) {
   EXPECT_DOUBLE_EQ(estimate_acceptance(0, 0, 0.6), 0.6);
   EXPECT_NEAR(estimate_acceptance(900, 100, 0.2), 0.9, 0.01);
@@ -350,6 +414,106 @@ TEST(PlanDraftLengths, MatchesExhaustiveSearchOnRandomCases) {
     walk(0);
     EXPECT_NEAR(rate(cost, base, c, k), best, best * 1e-6) << "trial " << trial;
   }
+}
+
+// A step of sequences at long contexts: most of its time is their K/V
+// streams, which drafts share, so drafts are cheap next to it. Steps as the
+// attention terms say, observed steadily (no drafts yet): with the terms,
+// the plan is the best one under the true step times; scaling the profile
+// by the observed steps instead prices drafts at the K/V streams' share and
+// plans none, a quarter slower than the best plan.
+TEST(PlanDraftLengths, LongContextsPriceDraftsByWhatTheyRead) {
+  // The bundled model's profile after 64 cached tokens (ms), and its
+  // attention terms (bench/RESULTS.md, 2026-12-06 late), in seconds.
+  const std::vector<std::pair<int32_t, double>> profile = {{1, 0.264e-3}, {2, 0.30e-3},  {4, 0.356e-3}, {8, 0.54e-3},
+                                                           {16, 0.99e-3}, {32, 1.83e-3}, {64, 3.65e-3}, {128, 7.2e-3}};
+  const int32_t b = 16, context = 1000;
+  StepCostModel truth(profile);
+  truth.set_attention(64, 310e-9, 75e-9);
+  StepContext base;
+  for (int32_t i = 0; i < b; ++i) base.add(context, 1, 64);
+  StepCostModel aware = truth, blind(profile);
+  for (int i = 0; i < 50; ++i) {
+    aware.observe(b, truth.seconds(b, base), base);
+    blind.observe(b, truth.seconds(b, base));
+  }
+  const std::vector<DraftCandidate> c(static_cast<size_t>(b), {0.7, 8, {}, 0, context});
+  const auto true_rate = [&](const std::vector<int32_t>& k) {
+    StepContext ctx = base;
+    int32_t n = b;
+    for (int32_t x : k) {
+      n += x;
+      ctx.token_keys += static_cast<double>(x) * (context - 64);
+    }
+    return expected_tokens(c, k, b) / truth.seconds(n, ctx);
+  };
+  // The best plan: d drafts spread evenly (the candidates are alike).
+  double best = 0;
+  for (int32_t d = 0; d <= 8 * b; ++d) {
+    std::vector<int32_t> k(static_cast<size_t>(b), d / b);
+    for (int32_t i = 0; i < d % b; ++i) ++k[static_cast<size_t>(i)];
+    best = std::max(best, true_rate(k));
+  }
+  const std::vector<int32_t> k_aware = plan_draft_lengths(aware, b, c, nullptr, 0, 1, 1.0, nullptr, base);
+  const std::vector<int32_t> k_blind = plan_draft_lengths(blind, b, c);
+  EXPECT_NEAR(true_rate(k_aware), best, best * 1e-9);
+  EXPECT_GT(best, 1.3 * true_rate(std::vector<int32_t>(static_cast<size_t>(b), 0)));
+  EXPECT_LT(true_rate(k_blind), 0.8 * best);
+}
+
+// Drafts of sequences at different contexts read different amounts: a
+// draft of a short sequence goes first; on random cases the plan is within
+// 2% of the best assignment of draft lengths (it is exact where contexts
+// are alike: MatchesExhaustiveSearchOnRandomCases).
+TEST(PlanDraftLengths, ShortContextsDraftFirst) {
+  const std::vector<std::pair<int32_t, double>> profile = {{1, 1e-3}, {4, 1.1e-3}, {8, 1.3e-3}, {16, 2e-3}};
+  StepCostModel cost(profile);
+  cost.set_attention(64, 100e-9, 200e-9);
+  const std::vector<DraftCandidate> two = {{0.6, 4, {}, 0, 4000}, {0.6, 4, {}, 0, 100}};
+  StepContext base;
+  base.add(4000, 1, 64);
+  base.add(100, 1, 64);
+  const std::vector<int32_t> k = plan_draft_lengths(cost, 2, two, nullptr, 0, 1, 1.0, nullptr, base);
+  EXPECT_GT(k[1], k[0]);
+  EXPECT_GT(k[1], 0);
+
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double worst = 1.0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int32_t n = 1 + static_cast<int32_t>(rng() % 3);
+    std::vector<DraftCandidate> c(static_cast<size_t>(n));
+    StepContext ctx;
+    for (auto& x : c) {
+      x = {u(rng), static_cast<int32_t>(rng() % 5), {}, 0, static_cast<int32_t>(rng() % 4000)};
+      ctx.add(x.context, 1, 64);
+    }
+    StepCostModel m(profile);
+    m.set_attention(64, 300e-9 * u(rng), 300e-9 * u(rng));
+    const std::vector<int32_t> k = plan_draft_lengths(m, n, c, nullptr, 0, 1, 1.0, nullptr, ctx);
+    const auto rate_of = [&](const std::vector<int32_t>& plan) {
+      StepContext s = ctx;
+      int32_t tokens = n;
+      for (size_t i = 0; i < c.size(); ++i) {
+        tokens += plan[i];
+        s.token_keys += static_cast<double>(plan[i]) * (c[i].context - 64);
+      }
+      return expected_tokens(c, plan, n) / m.seconds(tokens, s);
+    };
+    double best = 0.0;
+    std::vector<int32_t> cur(c.size(), 0);
+    std::function<void(size_t)> walk = [&](size_t i) {
+      if (i == c.size()) {
+        best = std::max(best, rate_of(cur));
+        return;
+      }
+      for (cur[i] = 0; cur[i] <= c[i].max_drafts; ++cur[i]) walk(i + 1);
+    };
+    walk(0);
+    worst = std::min(worst, rate_of(k) / best);
+  }
+  EXPECT_GT(worst, 0.98);
+  std::printf("worst plan / best: %.4f\n", worst);
 }
 
 // A tree's nodes are priced by their own gains, not as a chain: with the
