@@ -74,10 +74,11 @@ AttentionFit fit_attention(const std::vector<std::pair<int32_t, double>>& base, 
   if (!(span > 0)) return fit;
   // y = (longer - base) / span = per_seq_key + n * per_token_key.
   double k = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& [n, t] : longer) {
+  for (const auto& point : longer) {
+    const int32_t n = point.first;
     const auto it = std::find_if(base.begin(), base.end(), [n](const auto& p) { return p.first == n; });
     if (it == base.end()) continue;
-    const double y = (t - it->second) / span;
+    const double y = (point.second - it->second) / span;
     k += 1;
     sx += n;
     sy += y;
