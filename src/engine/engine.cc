@@ -654,7 +654,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
   StepContext planned_context = base_context;
   for (size_t i = 0; i < k.size(); ++i) {
     num_planned += k[i];
-    planned_context.token_keys += static_cast<double>(k[i]) * (candidates[i].context - step_cost_.context());
+    planned_context.add_drafts(candidates[i].context, k[i], step_cost_.context());
   }
   int32_t num_kept = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -665,7 +665,7 @@ void Engine::plan_drafts(const SchedulerOutput& out) {
       // A probe is paid from the probe budget (its marginal step time, the
       // draft model's catch-up and drafts, Medusa's heads), or not made.
       StepContext probed_context = planned_context;
-      probed_context.token_keys += static_cast<double>(keep - k[i]) * (candidates[i].context - step_cost_.context());
+      probed_context.add_drafts(candidates[i].context, keep - k[i], step_cost_.context());
       double cost = step_cost_.seconds(num_planned + keep - k[i], probed_context) -
                     step_cost_.seconds(num_planned, planned_context);
       if (draft_ && !draft_cost_.empty()) cost += draft_cost_.seconds(choices[i]->seq.num_draft_lag + keep);
@@ -751,9 +751,10 @@ std::vector<RequestOutput> Engine::step() {
   last_step_start_ = t_start;
   last_step_tokens_ = out.num_batched_tokens;
   mark_scheduled(out, t_start);
-  StepContext step_context;  // how far this step's attention reaches (the cost model's)
-  for (const ScheduledSeq& s : out.scheduled)
-    step_context.add(s.seq->num_cache_tokens(), s.num_new_tokens, step_cost_.context());
+  StepContext step_context;  // how far this step's attention reaches (the cost model learns from it)
+  if (spec_auto_ && learn_step_cost_)
+    for (const ScheduledSeq& s : out.scheduled)
+      step_context.add(s.seq->num_cache_tokens(), s.num_new_tokens, step_cost_.context());
   const double draft_seconds = draft_                                              ? run_draft_model(out)
                                : proposer_ && proposer_->drafts_after_scheduling() ? fill_tree_drafts(out)
                                                                                    : 0.0;  // (drafts)

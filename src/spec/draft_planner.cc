@@ -197,7 +197,7 @@ std::vector<int32_t> plan_draft_lengths(const StepCostModel& cost, int32_t num_b
       draft_seconds += draft_cost->seconds(n + rows) - (n > 0 ? draft_cost->seconds(n) : 0.0);
       n += rows;
     }
-    ctx.token_keys += candidates[i].context - cost.context();
+    ctx.add_drafts(candidates[i].context, 1, cost.context());
     const double rate = expected / (cost.seconds(num_tokens + static_cast<int32_t>(order.size()), ctx) + draft_seconds);
     if (rate > best_rate * (1.0 + 1e-9)) {
       best_rate = rate;

@@ -27,7 +27,11 @@ struct StepContext {
   double token_keys = 0;
   void add(int32_t start, int32_t num_tokens, int32_t context) {
     seq_keys += start - context;
-    token_keys += static_cast<double>(num_tokens) * (start - context);
+    add_drafts(start, num_tokens, context);
+  }
+  // Drafts of a sequence already in the step: its tokens' reach alone.
+  void add_drafts(int32_t start, int32_t num_drafts, int32_t context) {
+    token_keys += static_cast<double>(num_drafts) * (start - context);
   }
 };
 
@@ -44,8 +48,8 @@ struct StepContext {
 // bundled model at context 1,800: 0.93 ms for one token against 0.26 ms at
 // 64, a draft 0.17 ms more (bench/RESULTS.md, 2026-12-06 late). Priced as
 // the profile's marginal times the steps' measured scale (3.5x), a draft was
-// under-priced 2x at batch 1 and over-priced ~3x in a batch of 64 long
-// sequences, where the scale comes from their K/V streams, not from tokens.
+// under-priced 2x at batch 1; by these terms it would be over-priced ~3x in
+// a batch of 64 long sequences, whose scale comes from their K/V streams.
 class StepCostModel {
  public:
   StepCostModel() = default;

@@ -513,7 +513,6 @@ TEST(PlanDraftLengths, ShortContextsDraftFirst) {
     worst = std::min(worst, rate_of(k) / best);
   }
   EXPECT_GT(worst, 0.98);
-  std::printf("worst plan / best: %.4f\n", worst);
 }
 
 // A tree's nodes are priced by their own gains, not as a chain: with the
