@@ -14,6 +14,7 @@ namespace pagoda {
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   worker_cpu_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(num_threads_));
   for (int i = 0; i < num_threads_; ++i) worker_cpu_[i].store(-1, std::memory_order_relaxed);
+  slots_ = std::make_unique<Slot[]>(static_cast<size_t>(num_threads_));
 #if defined(__linux__)
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -72,16 +73,42 @@ void ThreadPool::worker_loop(int index) {
       cv_.wait(lock, [&] { return generation_.load() != seen; });
       gen = generation_.load();
     }
-    seen = gen;
     const std::function<void(int, int)>* job;
     {
+      // The job and its generation together: a late worker may find the
+      // caller a job or more further on (its slots taken by others).
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
+      gen = generation_.load(std::memory_order_relaxed);
       job = job_;
     }
-    if (!cpus_.empty()) spread(index);
-    (*job)(index, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = gen;
+    if (claim(index, gen)) {
+      if (!cpus_.empty()) spread(index);
+      (*job)(index, num_threads_);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    // Then the slots of workers later than this one.
+    run_unclaimed(*job, gen, index + 1);
+  }
+}
+
+bool ThreadPool::claim(int index, uint64_t gen) {
+  std::atomic<uint64_t>& c = slots_[index].claimed;
+  uint64_t prev = c.load(std::memory_order_relaxed);
+  // Generations only grow; whoever moves the slot to `gen` first runs it.
+  while (prev < gen)
+    if (c.compare_exchange_weak(prev, gen, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+  return false;
+}
+
+void ThreadPool::run_unclaimed(const std::function<void(int, int)>& fn, uint64_t gen, int from) {
+  for (int k = 0; k < num_threads_ - 1; ++k) {
+    const int i = 1 + (from - 1 + k) % (num_threads_ - 1);
+    if (claim(i, gen)) {
+      fn(i, num_threads_);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
 }
 
@@ -124,14 +151,16 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 #if defined(__linux__)
   if (!cpus_.empty()) caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
 #endif
+  uint64_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     pending_.store(num_threads_ - 1, std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    gen = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
   cv_.notify_all();
   fn(0, num_threads_);
+  run_unclaimed(fn, gen, 1);
   // Spin briefly, then yield: when the machine is oversubscribed a worker may
   // be descheduled, and spinning would only burn the timeslice it needs.
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {

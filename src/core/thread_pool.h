@@ -1,6 +1,15 @@
 // A persistent pool of worker threads for data-parallel loops. The calling
 // thread takes part as worker 0, so ThreadPool(1) runs everything inline.
 //
+// Each job is one slot per thread index, and a slot runs exactly once: on
+// its worker, or on whichever thread of the pool finishes its own slot first
+// while that worker has not yet started it (the caller included). A worker
+// that is late — asleep, or sharing its CPU with another process — then costs
+// a job its slot's time on another thread, not its lateness: on a 2-vCPU VM
+// with one vCPU busy elsewhere, two threads ran a tiny model's prompt ~170x
+// slower than one, every job of a step waiting for a worker scheduled a few
+// milliseconds later (bench/RESULTS.md, 2026-12-07).
+//
 // Where the process may run on at least as many CPUs as the pool has
 // threads (Linux), a worker that finds itself on the CPU of the thread that
 // called run(), or of another worker, moves to one nobody of the pool uses
@@ -30,7 +39,11 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  // Calls fn(thread_index, num_threads) once on every thread and waits.
+  // Calls fn(thread_index, num_threads) once for every index in
+  // [0, num_threads) and waits. Index 0 runs on the calling thread; the
+  // others on their workers, or on another thread of the pool when their
+  // worker has not started them by the time it is free (one after another
+  // then, never two at once on one thread).
   void run(const std::function<void(int, int)>& fn);
 
   // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end).
@@ -53,6 +66,11 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Whether this thread takes slot `index` of job `gen` (nobody took it yet).
+  bool claim(int index, uint64_t gen);
+  // Runs every slot of job `gen` nobody took yet, from `from` on (wrapping
+  // around, slot 0 excluded).
+  void run_unclaimed(const std::function<void(int, int)>& fn, uint64_t gen, int from);
   // Moves worker `index` off a CPU the caller or a worker before it runs on.
   void spread(int index);
 
@@ -61,6 +79,11 @@ class ThreadPool {
   std::vector<int> cpus_;
   std::atomic<int> caller_cpu_{-1};
   std::unique_ptr<std::atomic<int>[]> worker_cpu_;  // last CPU seen per worker
+  // Per slot, the last job (generation) a thread took it for; a line each.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> claimed{0};
+  };
+  std::unique_ptr<Slot[]> slots_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;

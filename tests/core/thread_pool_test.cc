@@ -58,27 +58,112 @@ TEST(ThreadPool, NumThreadsIsAtLeastOne) {
   EXPECT_GE(default_num_threads(), 1);
 }
 
-TEST(ThreadPool, RunCallsEveryThreadIndexOnceOnDistinctThreads) {
+// Holds every slot of a job until all of them started. A thread runs one
+// slot at a time, so the slots of a job that passes it ran on that many
+// distinct threads: each worker took its own (none was free to take
+// another's). Gives up after 10 s (all_arrived() then says so).
+class StartBarrier {
+ public:
+  explicit StartBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    count_.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (count_.load() < n_ && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+  bool all_arrived() const { return count_.load() >= n_; }
+
+ private:
+  const int n_;
+  std::atomic<int> count_{0};
+};
+
+TEST(ThreadPool, RunCallsEveryThreadIndexOnce) {
   for (int num_threads : {1, 2, 3, 4, 8}) {
     SCOPED_TRACE(num_threads);
     ThreadPool pool(num_threads);
-    std::vector<int> calls(num_threads, 0);  // each slot written by one thread only
-    std::vector<std::thread::id> ids(num_threads);
-    std::vector<int> seen_count(num_threads, -1);
-    pool.run([&](int ti, int nt) {
-      ASSERT_GE(ti, 0);
-      ASSERT_LT(ti, num_threads);
-      ++calls[ti];
-      ids[ti] = std::this_thread::get_id();
-      seen_count[ti] = nt;
-    });
-    for (int i = 0; i < num_threads; ++i) {
-      EXPECT_EQ(calls[i], 1) << "thread index " << i;
-      EXPECT_EQ(seen_count[i], num_threads);
+    for (int rep = 0; rep < 100; ++rep) {
+      std::vector<int> calls(num_threads, 0);  // plain ints: a slot run twice at once would race
+      std::vector<int> seen_count(num_threads, -1);
+      std::thread::id first;
+      pool.run([&](int ti, int nt) {
+        ASSERT_GE(ti, 0);
+        ASSERT_LT(ti, num_threads);
+        ++calls[ti];
+        seen_count[ti] = nt;
+        if (ti == 0) first = std::this_thread::get_id();
+      });
+      for (int i = 0; i < num_threads; ++i) {
+        ASSERT_EQ(calls[i], 1) << "thread index " << i << " rep " << rep;
+        ASSERT_EQ(seen_count[i], num_threads);
+      }
+      ASSERT_EQ(first, std::this_thread::get_id()) << "index 0 runs on the caller";
     }
+  }
+}
+
+TEST(ThreadPool, WorkersRunTheirOwnSlotsOnDistinctThreads) {
+  for (int num_threads : {2, 3, 4, 8}) {
+    SCOPED_TRACE(num_threads);
+    ThreadPool pool(num_threads);
+    std::vector<std::thread::id> ids(num_threads);
+    StartBarrier barrier(num_threads);
+    pool.run([&](int ti, int) {
+      ids[ti] = std::this_thread::get_id();
+      barrier.arrive_and_wait();
+    });
+    ASSERT_TRUE(barrier.all_arrived()) << "a worker never started its slot";
     EXPECT_EQ(ids[0], std::this_thread::get_id()) << "the caller is worker 0";
     EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), static_cast<size_t>(num_threads));
   }
+}
+
+// Workers asleep on the condition variable (30 ms idle) wake after the
+// caller finished an empty slot 0: the caller runs their slots instead of
+// waiting for them, each exactly once. A pool that waits for every worker
+// never does.
+TEST(ThreadPool, CallerTakesTheSlotsOfLateWorkers) {
+  ThreadPool pool(3);
+  const auto caller = std::this_thread::get_id();
+  int taken = 0;
+  for (int rep = 0; rep < 10; ++rep) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::vector<int> calls(3, 0);
+    std::vector<std::thread::id> ids(3);
+    pool.run([&](int ti, int) {
+      ++calls[ti];
+      ids[ti] = std::this_thread::get_id();
+    });
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(calls[i], 1) << "slot " << i << " rep " << rep;
+    taken += (ids[1] == caller) + (ids[2] == caller);
+  }
+  EXPECT_GT(taken, 0) << "the caller waited for late workers in all 10 jobs";
+}
+
+// A worker that finished its slot takes those of workers that have not
+// started theirs: three workers asleep on the condition variable wake one
+// after another (on 2 vCPUs, two at most run at once) while the caller
+// sleeps in slot 0.
+TEST(ThreadPool, AFreeWorkerTakesTheSlotOfALateOne) {
+  ThreadPool pool(4);
+  int taken = 0;
+  for (int rep = 0; rep < 10; ++rep) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::vector<int> calls(4, 0);
+    std::vector<std::thread::id> ids(4);
+    pool.run([&](int ti, int) {
+      ++calls[ti];
+      ids[ti] = std::this_thread::get_id();
+      // The caller stays in slot 0 for 20 ms, so a slot that is not
+      // worker 3's own on worker 3's thread was taken by worker 1 or 2.
+      if (ti == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    });
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(calls[i], 1) << "slot " << i << " rep " << rep;
+    for (int i = 1; i < 4; ++i)
+      for (int j = 1; j < 4; ++j) taken += i != j && ids[i] == ids[j];
+  }
+  // Workers wake one after another (a futex each); the first awake takes
+  // the slots of those still asleep at least once in 10 jobs.
+  EXPECT_GT(taken, 0) << "every worker ran only its own slot in all 10 jobs";
 }
 
 TEST(ThreadPool, RunReturnsOnlyAfterSlowWorkersFinish) {
@@ -350,12 +435,20 @@ TEST(ThreadPool, WorkerMovesOffTheCallersCpu) {
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs this process may run on";
   ThreadPool pool(2);  // before the pin: the pool's CPUs are its creator's
   pin_self(cpus[0]);
+  StartBarrier pinned(2);
   pool.run([&](int ti, int) {
     if (ti == 1) pin_self(cpus[0]);
+    pinned.arrive_and_wait();
   });
+  ASSERT_TRUE(pinned.all_arrived());
   for (int rep = 0; rep < 20; ++rep) {
     int worker_cpu = -1, caller_cpu = -1;
-    pool.run([&](int ti, int) { (ti == 1 ? worker_cpu : caller_cpu) = sched_getcpu(); });
+    StartBarrier both(2);  // slot 1 on the worker, not taken by the caller
+    pool.run([&](int ti, int) {
+      (ti == 1 ? worker_cpu : caller_cpu) = sched_getcpu();
+      both.arrive_and_wait();
+    });
+    ASSERT_TRUE(both.all_arrived());
     EXPECT_EQ(caller_cpu, cpus[0]);
     EXPECT_NE(worker_cpu, caller_cpu) << "rep " << rep;
   }
@@ -372,12 +465,20 @@ TEST(ThreadPool, WorkersMoveOffEachOthersCpus) {
   if (cpus.size() < 3) GTEST_SKIP() << "needs 3 CPUs this process may run on";
   ThreadPool pool(3);
   pin_self(cpus[0]);
+  StartBarrier pinned(3);
   pool.run([&](int ti, int) {
     if (ti > 0) pin_self(cpus[1]);
+    pinned.arrive_and_wait();
   });
-  pool.run([](int, int) {});  // the first move of each worker
+  StartBarrier moved(3);
+  pool.run([&](int, int) { moved.arrive_and_wait(); });  // the first move of each worker
   std::vector<int> at(3, -1);
-  pool.run([&](int ti, int) { at[static_cast<size_t>(ti)] = sched_getcpu(); });
+  StartBarrier all(3);
+  pool.run([&](int ti, int) {
+    at[static_cast<size_t>(ti)] = sched_getcpu();
+    all.arrive_and_wait();
+  });
+  ASSERT_TRUE(pinned.all_arrived() && moved.all_arrived() && all.all_arrived());
   EXPECT_NE(at[1], at[0]);
   EXPECT_NE(at[2], at[0]);
   EXPECT_NE(at[1], at[2]);
@@ -389,13 +490,21 @@ TEST(ThreadPool, MoreThreadsThanCpusLeavesPlacementToTheKernel) {
   AffinityGuard guard;
   const std::vector<int> cpus = guard.cpus();
   if (cpus.empty()) GTEST_SKIP() << "no affinity mask";
-  ThreadPool pool(static_cast<int>(cpus.size()) + 1);
+  const int n = static_cast<int>(cpus.size()) + 1;
+  ThreadPool pool(n);
   pin_self(cpus[0]);
+  StartBarrier pinned(n);
   pool.run([&](int ti, int) {
     if (ti > 0) pin_self(cpus[0]);
+    pinned.arrive_and_wait();
   });
   std::vector<int> at(cpus.size() + 1, -1);
-  pool.run([&](int ti, int) { at[static_cast<size_t>(ti)] = sched_getcpu(); });
+  StartBarrier all(n);
+  pool.run([&](int ti, int) {
+    at[static_cast<size_t>(ti)] = sched_getcpu();
+    all.arrive_and_wait();
+  });
+  ASSERT_TRUE(pinned.all_arrived() && all.all_arrived());
   for (int cpu : at) EXPECT_EQ(cpu, cpus[0]);
 }
 #endif
