@@ -38,6 +38,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // Jobs handed to the workers so far (run() calls that woke them).
+  uint64_t jobs() const { return generation_.load(std::memory_order_relaxed); }
 
   // Calls fn(thread_index, num_threads) once for every index in
   // [0, num_threads) and waits. Index 0 runs on the calling thread; the

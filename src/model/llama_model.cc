@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +26,19 @@ std::string dims_str(const std::vector<int64_t>& d) {
 
 // Attention of a step under this many multiply-adds runs on one thread.
 constexpr int64_t kMinParallelAttentionMacs = 128 * 1024;
+
+// LlamaModel::set_min_parallel_step_macs. A model with this many bytes of
+// matrices reads them from memory at every step (2 threads stream more than
+// one): its steps always use the pool.
+constexpr int64_t kMinParallelWeightBytes = int64_t{8} << 20;
+std::atomic<int64_t> g_min_parallel_step_macs{int64_t{64} << 20};
+
+// The pool of a step that runs alone: one thread, nothing shared (run()
+// and the parallel loops of a 1-thread pool call the function inline).
+ThreadPool& calling_thread_only() {
+  static ThreadPool pool(1);
+  return pool;
+}
 // Query tokens per attention work item (LlamaModel::attention_layer).
 constexpr int32_t kAttentionPiece = 64;
 
@@ -246,6 +260,28 @@ void LlamaModel::for_each_matrix(Self& self, Fn&& fn) {
     for (auto* es : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (auto& w : *es) fn(w);
   }
+}
+
+void LlamaModel::set_min_parallel_step_macs(int64_t macs) {
+  g_min_parallel_step_macs.store(macs, std::memory_order_relaxed);
+}
+
+bool LlamaModel::runs_alone(const ForwardBatch& batch) {
+  const int64_t min_macs = g_min_parallel_step_macs.load(std::memory_order_relaxed);
+  if (min_macs <= 0) return false;
+  if (matrix_macs_ < 0) {
+    matrix_macs_ = matrix_bytes_ = 0;
+    for_each_matrix(*this, [this](const kernels::WeightView& w) {
+      matrix_macs_ += w.n_in * w.n_out;
+      matrix_bytes_ += static_cast<int64_t>(w.row_bytes()) * w.n_out;
+    });
+  }
+  if (matrix_bytes_ >= kMinParallelWeightBytes) return false;
+  // Attention: each query reads kv_len keys and values, every KV layer.
+  int64_t macs = static_cast<int64_t>(batch.tokens.size()) * matrix_macs_;
+  const int64_t per_key = int64_t{2} * config_.q_dim() * config_.num_kv_layers();
+  for (const SeqSlice& s : batch.seqs) macs += int64_t{s.num_tokens} * s.kv_len * per_key;
+  return macs < min_macs;
 }
 
 size_t LlamaModel::weight_bytes() const {
@@ -523,11 +559,12 @@ void LlamaModel::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   }
 }
 
-void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, float* logits, StateStorage* state,
-                         const float* hidden_in, float* hidden_out) {
+void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& step_pool, float* logits,
+                         StateStorage* state, const float* hidden_in, float* hidden_out) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return;
+  ThreadPool& pool = step_pool.num_threads() > 1 && runs_alone(batch) ? calling_thread_only() : step_pool;
   PAGODA_CHECK(state != nullptr || !c.has_recurrent_layers());
   PAGODA_CHECK((first_layer_ == 0) == (hidden_in == nullptr) && is_last_stage() == (hidden_out == nullptr));
   ensure_workspace(n);

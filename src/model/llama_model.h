@@ -70,6 +70,13 @@ class LlamaModel {
 
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;
+  // forward() runs a step on the calling thread alone, whatever the pool,
+  // when the model's matrices are under kMinParallelWeightBytes and the
+  // step under `macs` multiply-adds (matrices and attention): handing its
+  // microsecond jobs to a second thread cost more than it saved (a draft
+  // model's or stories260K's 64-token prefill 5-10% slower on 2 threads
+  // than on 1). 0: every step uses the pool (tests of the parallel paths).
+  static void set_min_parallel_step_macs(int64_t macs);
   // Matrices that run as W8A8 (a `pagoda.w8a8` file's row-scaled Q8_0).
   int32_t num_row_scaled() const { return num_row_scaled_; }
 
@@ -192,6 +199,9 @@ class LlamaModel {
   // per layer the attention/FFN/router matrices present, every expert's.
   template <class Self, class Fn>
   static void for_each_matrix(Self& self, Fn&& fn);
+  // Whether `batch` is a step to run on the calling thread alone
+  // (set_min_parallel_step_macs).
+  bool runs_alone(const ForwardBatch& batch);
   // The step's attention work items into ws_ (the same for every layer).
   void plan_attention_items(const ForwardBatch& batch);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
@@ -237,6 +247,9 @@ class LlamaModel {
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
   int32_t num_row_scaled_ = 0;
+  // Multiply-adds per token of every matrix and their bytes; computed at
+  // the first forward() (after tensor or pipeline parallelism kept a share).
+  int64_t matrix_macs_ = -1, matrix_bytes_ = -1;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
   KVGroupLayout kv_groups_;

@@ -204,6 +204,7 @@ class PagedRunner {
     for (auto [si, n_new] : work)
       for (int k = 0; k < n_new; ++k, ++r) out[si].emplace_back(logits.begin() + r * nv, logits.begin() + (r + 1) * nv);
   }
+  const ThreadPool& pool() const { return pool_; }
 
  private:
   KVCacheManager kv_;
@@ -323,6 +324,27 @@ TEST_P(ForwardTest, BatchingDoesNotChangeLogits) {
       for (size_t v = 0; v < alone[i][p].size(); ++v)
         ASSERT_NEAR(alone[i][p][v], together[i][p][v], 1e-4f * (1 + std::abs(alone[i][p][v])))
             << "seq " << i << " pos " << p << " vocab " << v;
+}
+
+// LlamaModel::set_min_parallel_step_macs: a step under the bound never
+// wakes the pool (and computes the same logits); at 0 every step does.
+// (This binary runs with 0 otherwise: parallel_every_step_test.cc.)
+TEST(StepThreads, StepsUnderTheBoundRunOnTheCallingThread) {
+  RandomModel m(Shape{"llama", 61, 48, 2, 6, 2, 40}, 5);
+  std::mt19937 rng(3);
+  const auto seqs = random_seqs({40, 40}, 61, rng);
+  std::map<int, std::vector<std::vector<float>>> alone, pooled;
+  PagedRunner a(m, 4, 2), p(m, 4, 2);
+  LlamaModel::set_min_parallel_step_macs(int64_t{1} << 40);
+  a.step({{0, 40}, {1, 40}}, seqs, alone);
+  EXPECT_EQ(a.pool().jobs(), 0u) << "a step under the bound woke the pool";
+  LlamaModel::set_min_parallel_step_macs(0);
+  p.step({{0, 40}, {1, 40}}, seqs, pooled);
+  EXPECT_GT(p.pool().jobs(), 0u);
+  for (int i = 0; i < 2; ++i)
+    for (int t = 0; t < 40; ++t)
+      for (size_t v = 0; v < alone[i][t].size(); ++v)
+        ASSERT_NEAR(alone[i][t][v], pooled[i][t][v], 1e-4f * (1 + std::abs(alone[i][t][v])));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ForwardTest,
