@@ -6,6 +6,9 @@
 #include "kernels/matmul.h"
 
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +134,37 @@ struct Bound {
 // Decode prefetches matrices from this size (decode_prefetch_on()).
 constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
 
+// Whether the float tiles (F32/F16/BF16) prefetch in decode on this CPU.
+// On Ice Lake the prefetch took TinyLlama F16 decode at 2 threads from 12.5
+// to 14.5 tok/s; on Zen 5 (AMD family 26) it costs 9-14% at 1 and 2
+// threads (2 threads, alternating processes: 26.9 vs 23.6 and 24.3 vs 21.3
+// tok/s without / with; bench/RESULTS.md 2026-12-07), its hardware
+// prefetchers keeping up alone. The quantized tiles keep theirs there
+// (Q4_0 and Q4_K_M decode 20-27% faster with it).
+bool float_tiles_prefetch() {
+#if defined(__x86_64__)
+  static const bool on = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return true;
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return true;
+    const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
+    return family < 0x1a;
+  }();
+  return on;
+#else
+  return true;
+#endif
+}
+
+bool is_float_tile(int kind) {
+  const auto k = static_cast<cpu::WKind>(kind);
+  return k == cpu::WKind::kF32 || k == cpu::WKind::kF16 || k == cpu::WKind::kBF16;
+}
+
 // Rows per work chunk the threads claim (ThreadPool::parallel_chunks): up
 // to kChunksPerThread chunks per thread so a thread slowed by its vCPU's
 // neighbours hands work to the others instead of holding the join, but
@@ -181,7 +215,7 @@ Bound bind(const WeightView& w, const IsaKernels& k, int kind) {
     b.fn = k.packed[kind];
     b.args.wp = static_cast<const uint8_t*>(w.packed);
     b.args.group_bytes = cpu::packed_group_bytes(static_cast<cpu::WKind>(kind), w.n_in);
-    b.args.prefetch = decode_prefetch_on() &&
+    b.args.prefetch = decode_prefetch_on() && (!is_float_tile(kind) || float_tiles_prefetch()) &&
                       static_cast<int64_t>(b.args.group_bytes) * ((w.n_out + cpu::kPackRows - 1) / cpu::kPackRows) >=
                           kPrefetchMatrixBytes;
   } else if (k.unpacked[kind] != nullptr && !reference_only()) {

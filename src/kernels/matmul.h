@@ -58,7 +58,8 @@ void set_min_parallel_macs(int64_t macs);
 // 43.5), which only costs instructions when the weights stay cached (a
 // 110M-shape model ran 5% slower). Models add their packed bytes here; from
 // the cache size (sysconf, else 32 MiB) on, matrices of 2 MiB and more
-// prefetch in decode.
+// prefetch in decode — but for the float tiles (F32/F16/BF16) on AMD
+// family 26 (Zen 5) and later, where the prefetch cost F16 decode 9-14%.
 void note_weight_bytes(int64_t bytes);
 bool decode_prefetch_on();
 
