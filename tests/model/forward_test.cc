@@ -328,7 +328,7 @@ TEST_P(ForwardTest, BatchingDoesNotChangeLogits) {
 
 // LlamaModel::set_min_parallel_step_macs: a step under the bound never
 // wakes the pool (and computes the same logits); at 0 every step does.
-// (This binary runs with 0 otherwise: parallel_every_step_test.cc.)
+// (This binary runs with 0 otherwise: tests/parallel_every_step.cc.)
 TEST(StepThreads, StepsUnderTheBoundRunOnTheCallingThread) {
   RandomModel m(Shape{"llama", 61, 48, 2, 6, 2, 40}, 5);
   std::mt19937 rng(3);

@@ -1,6 +1,7 @@
-// The engine tests run tiny models on 2 threads to test the parallel paths of
-// a step: this binary gives every step to the pool, however small (the
-// product runs a small model's small steps on the calling thread:
+// The model and engine tests run tiny models on 2 threads to test the
+// parallel paths of a step: linked into those two binaries (CMakeLists.txt),
+// this gives every step to the pool, however small (the product runs a small
+// model's small steps on the calling thread:
 // LlamaModel::set_min_parallel_step_macs).
 #include <gtest/gtest.h>
 
