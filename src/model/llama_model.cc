@@ -270,13 +270,11 @@ bool LlamaModel::runs_alone(const ForwardBatch& batch) {
   const int64_t min_macs = g_min_parallel_step_macs.load(std::memory_order_relaxed);
   if (min_macs <= 0) return false;
   if (matrix_macs_ < 0) {
-    matrix_macs_ = matrix_bytes_ = 0;
-    for_each_matrix(*this, [this](const kernels::WeightView& w) {
-      matrix_macs_ += w.n_in * w.n_out;
-      matrix_bytes_ += static_cast<int64_t>(w.row_bytes()) * w.n_out;
-    });
+    matrix_macs_ = 0;
+    for_each_matrix(*this, [this](const kernels::WeightView& w) { matrix_macs_ += w.n_in * w.n_out; });
+    streams_weights_ = static_cast<int64_t>(weight_bytes()) >= kMinParallelWeightBytes;
   }
-  if (matrix_bytes_ >= kMinParallelWeightBytes) return false;
+  if (streams_weights_) return false;
   // Attention: each query reads kv_len keys and values, every KV layer.
   int64_t macs = static_cast<int64_t>(batch.tokens.size()) * matrix_macs_;
   const int64_t per_key = int64_t{2} * config_.q_dim() * config_.num_kv_layers();

@@ -71,7 +71,7 @@ class LlamaModel {
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;
   // forward() runs a step on the calling thread alone, whatever the pool,
-  // when the model's matrices are under kMinParallelWeightBytes and the
+  // when the model's matrices are under 8 MiB and the
   // step under `macs` multiply-adds (matrices and attention): handing its
   // microsecond jobs to a second thread cost more than it saved (a draft
   // model's or stories260K's 64-token prefill 5-10% slower on 2 threads
@@ -247,9 +247,11 @@ class LlamaModel {
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
   int32_t num_row_scaled_ = 0;
-  // Multiply-adds per token of every matrix and their bytes; computed at
-  // the first forward() (after tensor or pipeline parallelism kept a share).
-  int64_t matrix_macs_ = -1, matrix_bytes_ = -1;
+  // Multiply-adds per token of every matrix, and whether the matrices reach
+  // 8 MiB (runs_alone); computed at the first forward() (after tensor or
+  // pipeline parallelism kept a share).
+  int64_t matrix_macs_ = -1;
+  bool streams_weights_ = false;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
   KVGroupLayout kv_groups_;
