@@ -105,6 +105,8 @@ int tune_skip(int argc, char** argv) {
   const std::vector<int32_t> sizes = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const StepCostModel target(runner.profile_step_times(sizes, 32));
   const double step = target.seconds(1);
+  // The speed-up each candidate's line says what agreement it would take.
+  constexpr double kWorthwhile = 1.2;
   std::fprintf(stderr, "tune-skip: %zu calibration tokens, %d layers, one-token step %.3f ms\n", tokens.size(),
                num_layers, step * 1e3);
 
@@ -135,8 +137,15 @@ int tune_skip(int argc, char** argv) {
       runner.set_skip_layers({});
       const double ratio = draft_times.empty() ? 1.0 : draft_times[0].second / step;
       const SkipEstimate est = estimate_skip_speedup(agreement, ratio, target, 8);
-      std::fprintf(stderr, "  skip %-12s agreement %.3f  draft cost %.2f  estimated speed-up %.2fx (k=%d)\n",
-                   format_skip_layers(cand).c_str(), agreement, ratio, est.speedup, est.num_drafts);
+      const double needed = agreement_for_speedup(kWorthwhile, ratio, target, 8);
+      char need[64];
+      if (needed > 1.0) {
+        std::snprintf(need, sizeof(need), "no agreement reaches %.1fx", kWorthwhile);
+      } else {
+        std::snprintf(need, sizeof(need), "%.1fx needs agreement %.3f", kWorthwhile, needed);
+      }
+      std::fprintf(stderr, "  skip %-12s agreement %.3f  draft cost %.2f  estimated speed-up %.2fx (k=%d); %s\n",
+                   format_skip_layers(cand).c_str(), agreement, ratio, est.speedup, est.num_drafts, need);
       if (round_best.empty() || est.speedup > round_est.speedup) {
         round_best = cand;
         round_est = est;

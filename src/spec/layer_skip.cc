@@ -82,4 +82,15 @@ SkipEstimate estimate_skip_speedup(double agreement, double draft_cost_ratio, co
   return best;
 }
 
+double agreement_for_speedup(double speedup, double draft_cost_ratio, const StepCostModel& target, int32_t max_drafts) {
+  // The estimate grows with agreement: bisect.
+  if (estimate_skip_speedup(1.0, draft_cost_ratio, target, max_drafts).speedup < speedup) return 2.0;
+  double lo = 0.0, hi = 1.0;
+  while (hi - lo > 1e-4) {
+    const double mid = 0.5 * (lo + hi);
+    (estimate_skip_speedup(mid, draft_cost_ratio, target, max_drafts).speedup < speedup ? lo : hi) = mid;
+  }
+  return hi;
+}
+
 }  // namespace pagoda

@@ -58,5 +58,27 @@ TEST(SkipLayers, EstimateFollowsAgreementAndCost) {
   EXPECT_LT(estimate_skip_speedup(0.9, 0.3, linear, 8).speedup, 1.0);
 }
 
+TEST(SkipLayers, AgreementForSpeedupIsTheEstimatesInverse) {
+  const StepCostModel flat({{1, 1e-3}, {64, 1e-3}});
+  // k = 1 with verification free: (1 + a) / (1 + c) = 1.2 at c = 0.5 needs a = 0.8.
+  EXPECT_NEAR(agreement_for_speedup(1.2, 0.5, flat, 1), 0.8, 1e-3);
+  for (double c : {0.1, 0.3, 0.7}) {
+    for (double target : {1.0, 1.2, 1.5}) {
+      const double a = agreement_for_speedup(target, c, flat, 8);
+      if (a > 1.0) {
+        EXPECT_LT(estimate_skip_speedup(1.0, c, flat, 8).speedup, target) << c << " " << target;
+        continue;
+      }
+      EXPECT_GE(estimate_skip_speedup(a, c, flat, 8).speedup, target - 1e-9) << c << " " << target;
+      EXPECT_LT(estimate_skip_speedup(a - 2e-3, c, flat, 8).speedup, target) << c << " " << target;
+    }
+  }
+  // A dearer draft must match more; with verification costing a step per
+  // token no agreement reaches 1.2x.
+  EXPECT_GT(agreement_for_speedup(1.2, 0.7, flat, 8), agreement_for_speedup(1.2, 0.3, flat, 8));
+  const StepCostModel linear({{1, 1e-3}, {64, 64e-3}});
+  EXPECT_GT(agreement_for_speedup(1.2, 0.3, linear, 8), 1.0);
+}
+
 }  // namespace
 }  // namespace pagoda
