@@ -39,7 +39,7 @@ SkipEstimate estimate_skip_speedup(double agreement, double draft_cost_ratio, co
                                    int32_t max_drafts);
 
 // The least agreement at which estimate_skip_speedup reaches `speedup` (to
-// within 1e-3), or a value above 1 when no agreement does: what a skip set
+// within 1e-4), or a value above 1 when no agreement does: what a skip set
 // of this cost would have to match to pay that much.
 double agreement_for_speedup(double speedup, double draft_cost_ratio, const StepCostModel& target, int32_t max_drafts);
 
