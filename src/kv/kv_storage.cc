@@ -27,6 +27,12 @@ uint8_t* map_bytes(size_t n) {
 
 }  // namespace
 
+void KVStorage::use_small_pages() {
+#if defined(MADV_NOHUGEPAGE)
+  for (uint8_t* p : {k_.get(), v_.get()}) madvise(p, std::max<size_t>(layer_bytes_ * num_layers_, 1), MADV_NOHUGEPAGE);
+#endif
+}
+
 void KVStorage::Unmap::operator()(uint8_t* p) const {
   if (p != nullptr) munmap(p, std::max<size_t>(num_bytes, 1));
 }

@@ -93,6 +93,15 @@ class KVStorage {
                                 DType dtype = DType::kF32);
   size_t num_bytes() const { return 2 * layer_bytes_ * num_layers_; }
 
+  // The cache is mapped with 2 MiB pages where the kernel offers them
+  // (attention then takes no TLB miss per block). A cache written only here
+  // and there — a draft model's, whose rows exist only for sequences that
+  // draft, at block ids spread over the pool — asks for 4 KiB pages instead
+  // (MADV_NOHUGEPAGE), before anything is written: the first write into a
+  // fresh range then zero-fills 4 KiB, not a 2 MiB page in each layer's K
+  // and V region (~4 ms apiece on a VM; bench/RESULTS.md, 2026-12-07).
+  void use_small_pages();
+
   int32_t num_layers() const { return num_layers_; }
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }

@@ -71,6 +71,8 @@ Status DraftModel::start(int32_t num_blocks, int32_t num_host_blocks, int32_t bl
   const ModelConfig& m = config();
   PAGODA_ASSIGN_OR_RETURN(
       kv_storage_, KVStorage::create(m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim, kv_dtype));
+  // Written only where sequences draft (catch-ups, copies of their blocks).
+  kv_storage_->use_small_pages();
   if (num_host_blocks > 0) {
     PAGODA_ASSIGN_OR_RETURN(host_storage_, KVStorage::create(m.num_layers, num_host_blocks, block_size, m.num_kv_heads,
                                                              m.head_dim, kv_dtype));

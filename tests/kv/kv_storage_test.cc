@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/fp16.h"
@@ -32,6 +35,56 @@ TEST(KVStorage, ShapeAndAlignment) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(s.k_layer(0)) % 64, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(s.v_layer(0)) % 64, 0u);
   EXPECT_EQ(s.k_block(1, 0)[0], 0.0f);  // zero-initialized
+}
+
+// The THPeligible flag of the mapping holding `p` (/proc/self/smaps): 1, 0,
+// or -1 where the kernel does not report it.
+int thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = lo <= addr && addr < hi;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+  }
+  return -1;
+}
+
+bool thp_offered() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s;
+  std::getline(f, s);
+  return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
+}
+
+// 2 MiB pages by default (attention's TLB); use_small_pages() (a draft
+// model's cache) turns them off before anything is written, and the rows
+// still read back.
+TEST(KVStorage, UseSmallPagesTurnsHugePagesOffForThatCache) {
+  // 4 layers x 64 blocks x 16 KiB: 4 MiB of K and of V, room for 2 MiB pages.
+  KVStorage huge(4, 64, 16, 4, 64);
+  KVStorage small(4, 64, 16, 4, 64);
+  small.use_small_pages();
+  if (thp_eligible(huge.k_layer(0)) < 0) GTEST_SKIP() << "this kernel's smaps has no THPeligible";
+  if (!thp_offered()) GTEST_SKIP() << "transparent huge pages are off on this host";
+  EXPECT_EQ(thp_eligible(huge.k_layer(0)), 1);
+  EXPECT_EQ(thp_eligible(huge.v_layer(3)), 1);
+  EXPECT_EQ(thp_eligible(small.k_layer(0)), 0);
+  EXPECT_EQ(thp_eligible(small.v_layer(3)), 0);
+  std::vector<float> k(4 * 64), v(4 * 64);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = static_cast<float>(i);
+    v[i] = -static_cast<float>(i);
+  }
+  small.write(3, 63 * 16 + 5, k.data(), v.data());
+  EXPECT_EQ(small.k_block(3, 63)[5 * 64 + 7], 7.0f);           // head 0, token 5, dim 7
+  EXPECT_EQ(small.v_block(3, 63)[(16 + 5) * 64 + 2], -66.0f);  // head 1, token 5, dim 2
 }
 
 // f16 storage: half the bytes, values rounded to half on write, block
