@@ -29,7 +29,9 @@ uint8_t* map_bytes(size_t n) {
 
 void KVStorage::use_small_pages() {
 #if defined(MADV_NOHUGEPAGE)
-  for (uint8_t* p : {k_.get(), v_.get()}) madvise(p, std::max<size_t>(layer_bytes_ * num_layers_, 1), MADV_NOHUGEPAGE);
+  // Both mappings as map_bytes made them (their deleters hold the size).
+  madvise(k_.get(), std::max<size_t>(k_.get_deleter().num_bytes, 1), MADV_NOHUGEPAGE);
+  madvise(v_.get(), std::max<size_t>(v_.get_deleter().num_bytes, 1), MADV_NOHUGEPAGE);
 #endif
 }
 
