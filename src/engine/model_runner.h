@@ -106,7 +106,7 @@ class ModelRunner {
   // Speculation's cost model: the seconds of one forward over n tokens (all
   // of them with logits, as when verifying drafts) after `context` cached
   // tokens, for each n of `sizes` that fits in the KV storage; the best of
-  // at least three runs (and 20 ms) after a warm-up. Writes KV blocks from 0 up: call it before
+  // at least three runs (and 5 ms) after a warm-up. Writes KV blocks from 0 up: call it before
   // any sequence holds one.
   std::vector<std::pair<int32_t, double>> profile_step_times(std::span<const int32_t> sizes, int32_t context);
 
