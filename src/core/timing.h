@@ -5,7 +5,7 @@
 // target's and the draft's profiles time ~40 sizes, and at 20 ms each
 // `--spec draft` started 0.65 s later than `--spec none` on the bundled
 // model, which on a shared VM also made its first seconds run ~3% slower
-// (bench/RESULTS.md, 2026-12-07 13:15); at 5 ms, 0.27 s later.
+// (bench/RESULTS.md, 2026-12-07 12:08-13:32 UTC); at 5 ms, 0.27 s later.
 #pragma once
 
 #include <algorithm>
