@@ -12,6 +12,7 @@
 #                                          on CPU 0 (one thread), the order rotated every round; per method the
 #                                          median of ROUNDS (default 10) ratios to the round's none and a bootstrap
 #                                          95% interval (runs close in time, none at once: tighter than pairs here)
+#                                          METHODS="none draft" runs only those (none is always needed)
 #   bench/run_spec_bench.sh ab METHOD OTHER_BIN [ROUNDS] [free|copy]
 #                                          batch 1 (generate -n 256, greedy, auto): per round none, METHOD with BIN
 #                                          and METHOD with OTHER_BIN (another build), the two alternating first; per
@@ -79,7 +80,7 @@ print('%.3f' % (s['output_tokens_per_s'] / n['output_tokens_per_s']))")"
     rounds=${2:-10}
     c=${3:-64}
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    methods=(none ngram draft lookahead medusa)
+    read -r -a methods <<< "${METHODS:-none ngram draft lookahead medusa}"
     for round in $(seq "$rounds"); do
       for k in "${!methods[@]}"; do
         s=${methods[$(((k + round) % ${#methods[@]}))]}
@@ -97,6 +98,8 @@ for line in open(sys.argv[1]):
 rng = random.Random(1)
 for m in ["ngram", "draft", "lookahead", "medusa"]:
     x = [d[m] / d["none"] for d in runs.values() if m in d and "none" in d]
+    if not x:
+        continue
     boot = sorted(statistics.median(rng.choices(x, k=len(x))) for _ in range(4000))
     print("C=%s %s/none: median %.3f, 95%% interval [%.3f, %.3f] over %d rounds, range %.3f-%.3f" %
           (sys.argv[2], m, statistics.median(x), boot[100], boot[3899], len(x), min(x), max(x)))

@@ -41,9 +41,14 @@ void register_packed_avx2(IsaKernels& k) {
   set_packed<KQ3_K, 1, 4, 2>(k, WKind::kQ3_K);
   set_packed<KIQ4_NL, 1, 4, 2>(k, WKind::kIQ4_NL);
   set_packed<KIQ4_XS, 1, 4, 2>(k, WKind::kIQ4_XS);
-  set_packed<KF32, 1, 4, 2>(k, WKind::kF32);
-  set_packed<KF16, 1, 4, 2>(k, WKind::kF16);
-  set_packed<KBF16, 1, 4, 2>(k, WKind::kBF16);
+  // Float tiles: 1 group x 6 tokens, 12 ymm accumulators (2 weight ymm, a
+  // broadcast: 15 of 16 registers). With 4 tokens the 8 chains just cover
+  // two FMA pipes of 4-cycle latency, and a k step's loads and loop count
+  // left the tile at ~87% of the FMA peak; 6 tokens ran 2-11% faster on Zen 3
+  // (bench/RESULTS.md, 2026-12-07 16:30).
+  set_packed<KF32, 1, 6, 2>(k, WKind::kF32);
+  set_packed<KF16, 1, 6, 2>(k, WKind::kF16);
+  set_packed<KBF16, 1, 6, 2>(k, WKind::kBF16);
 }
 
 }  // namespace pagoda::kernels::cpu
