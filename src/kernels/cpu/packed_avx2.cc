@@ -44,8 +44,8 @@ void register_packed_avx2(IsaKernels& k) {
   // Float tiles: 1 group x 6 tokens, 12 ymm accumulators (2 weight ymm, a
   // broadcast: 15 of 16 registers). With 4 tokens the 8 chains just cover
   // two FMA pipes of 4-cycle latency, and a k step's loads and loop count
-  // left the tile at ~87% of the FMA peak; 6 tokens ran 2-11% faster on Zen 3
-  // (bench/RESULTS.md, 2026-12-07 16:30).
+  // left the tile at ~87-90% of the FMA peak; 6 tokens ran 2-12% faster on
+  // Zen 3 (bench/RESULTS.md, "2026-12-07 (16:00-16:45 UTC)").
   set_packed<KF32, 1, 6, 2>(k, WKind::kF32);
   set_packed<KF16, 1, 6, 2>(k, WKind::kF16);
   set_packed<KBF16, 1, 6, 2>(k, WKind::kBF16);
