@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -29,9 +30,15 @@ constexpr int64_t kMinParallelAttentionMacs = 128 * 1024;
 
 // LlamaModel::set_min_parallel_step_macs. A model with this many bytes of
 // matrices reads them from memory at every step (2 threads stream more than
-// one): its steps always use the pool.
+// one): its steps always use the pool; so do steps of kMaxAloneStepMacs
+// multiply-adds and more. Below, a step size's first guess is alone: on a
+// quiet machine those ran faster alone (a draft model's or stories260K's
+// 64-token prefill 5-10% slower on 2 threads than on 1). Above, the pool
+// won everywhere, and timing a 512-token prefill alone once in 20 steps
+// moved `pagoda bench model`'s median by 3-4%.
 constexpr int64_t kMinParallelWeightBytes = int64_t{8} << 20;
-std::atomic<int64_t> g_min_parallel_step_macs{int64_t{64} << 20};
+constexpr int64_t kMaxAloneStepMacs = int64_t{64} << 20;
+std::atomic<int64_t> g_min_parallel_step_macs{LlamaModel::kMeasureStepThreads};
 
 // The pool of a step that runs alone: one thread, nothing shared (run()
 // and the parallel loops of a 1-thread pool call the function inline).
@@ -266,20 +273,28 @@ void LlamaModel::set_min_parallel_step_macs(int64_t macs) {
   g_min_parallel_step_macs.store(macs, std::memory_order_relaxed);
 }
 
-bool LlamaModel::runs_alone(const ForwardBatch& batch) {
+StepThreadChooser::Way LlamaModel::step_way(const ForwardBatch& batch, int64_t* macs, bool* timed) {
+  *timed = false;
   const int64_t min_macs = g_min_parallel_step_macs.load(std::memory_order_relaxed);
-  if (min_macs <= 0) return false;
-  if (matrix_macs_ < 0) {
-    matrix_macs_ = 0;
-    for_each_matrix(*this, [this](const kernels::WeightView& w) { matrix_macs_ += w.n_in * w.n_out; });
+  if (min_macs == 0) return StepThreadChooser::kPool;
+  if (layer_macs_ < 0) {
+    int64_t all = 0;
+    for_each_matrix(*this, [&all](const kernels::WeightView& w) { all += w.n_in * w.n_out; });
+    output_macs_ = output_.n_in * output_.n_out;
+    layer_macs_ = all - output_macs_;
     streams_weights_ = static_cast<int64_t>(weight_bytes()) >= kMinParallelWeightBytes;
   }
-  if (streams_weights_) return false;
+  if (streams_weights_) return StepThreadChooser::kPool;
   // Attention: each query reads kv_len keys and values, every KV layer.
-  int64_t macs = static_cast<int64_t>(batch.tokens.size()) * matrix_macs_;
+  int64_t m = static_cast<int64_t>(batch.tokens.size()) * layer_macs_ +
+              static_cast<int64_t>(batch.logit_rows.size()) * output_macs_;
   const int64_t per_key = int64_t{2} * config_.q_dim() * config_.num_kv_layers();
-  for (const SeqSlice& s : batch.seqs) macs += int64_t{s.num_tokens} * s.kv_len * per_key;
-  return macs < min_macs;
+  for (const SeqSlice& s : batch.seqs) m += int64_t{s.num_tokens} * s.kv_len * per_key;
+  *macs = m;
+  if (min_macs > 0) return m < min_macs ? StepThreadChooser::kAlone : StepThreadChooser::kPool;
+  if (m >= kMaxAloneStepMacs) return StepThreadChooser::kPool;
+  *timed = true;
+  return step_threads_.choose(m, StepThreadChooser::kAlone);
 }
 
 size_t LlamaModel::weight_bytes() const {
@@ -562,7 +577,22 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& s
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return;
-  ThreadPool& pool = step_pool.num_threads() > 1 && runs_alone(batch) ? calling_thread_only() : step_pool;
+  int64_t step_macs = 0;
+  bool timed = false;
+  const StepThreadChooser::Way way =
+      step_pool.num_threads() > 1 ? step_way(batch, &step_macs, &timed) : StepThreadChooser::kPool;
+  ThreadPool& pool = way == StepThreadChooser::kAlone ? calling_thread_only() : step_pool;
+  // Records the step's time for step_way, on either return.
+  struct StepTimer {
+    StepThreadChooser* chooser;
+    int64_t macs;
+    StepThreadChooser::Way way;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~StepTimer() {
+      if (chooser)
+        chooser->record(macs, way, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } timer{timed ? &step_threads_ : nullptr, step_macs, way};
   PAGODA_CHECK(state != nullptr || !c.has_recurrent_layers());
   PAGODA_CHECK((first_layer_ == 0) == (hidden_in == nullptr) && is_last_stage() == (hidden_out == nullptr));
   ensure_workspace(n);

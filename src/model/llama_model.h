@@ -20,6 +20,7 @@
 #include "kv/state_storage.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "model/step_threads.h"
 
 namespace pagoda {
 
@@ -70,12 +71,15 @@ class LlamaModel {
 
   // Bytes of weights read per decode step (for bandwidth figures).
   size_t weight_bytes() const;
-  // forward() runs a step on the calling thread alone, whatever the pool,
-  // when the model's matrices are under 8 MiB and the
-  // step under `macs` multiply-adds (matrices and attention): handing its
-  // microsecond jobs to a second thread cost more than it saved (a draft
-  // model's or stories260K's 64-token prefill 5-10% slower on 2 threads
-  // than on 1). 0: every step uses the pool (tests of the parallel paths).
+  // Whether forward() may run a step on the calling thread alone, whatever
+  // the pool: only a model whose matrices are under 8 MiB (larger ones
+  // stream their weights from memory, which 2 threads do faster than 1),
+  // and only steps under 64 Mi multiply-adds (matrices and attention). Within
+  // that, by default (kMeasureStepThreads) each size of step runs the way
+  // its measured times favor (model/step_threads.h); `macs` > 0 fixes the
+  // bound instead (alone under `macs`); 0: every step uses the pool (tests
+  // of the parallel paths).
+  static constexpr int64_t kMeasureStepThreads = -1;
   static void set_min_parallel_step_macs(int64_t macs);
   // Matrices that run as W8A8 (a `pagoda.w8a8` file's row-scaled Q8_0).
   int32_t num_row_scaled() const { return num_row_scaled_; }
@@ -199,9 +203,9 @@ class LlamaModel {
   // per layer the attention/FFN/router matrices present, every expert's.
   template <class Self, class Fn>
   static void for_each_matrix(Self& self, Fn&& fn);
-  // Whether `batch` is a step to run on the calling thread alone
-  // (set_min_parallel_step_macs).
-  bool runs_alone(const ForwardBatch& batch);
+  // How to run `batch` on a pool of more than one thread
+  // (set_min_parallel_step_macs); *timed: whether to record its time.
+  StepThreadChooser::Way step_way(const ForwardBatch& batch, int64_t* macs, bool* timed);
   // The step's attention work items into ws_ (the same for every layer).
   void plan_attention_items(const ForwardBatch& batch);
   void attention_layer(const ForwardBatch& batch, KVStorage& kv, ThreadPool& pool, int32_t il);
@@ -247,11 +251,12 @@ class LlamaModel {
   std::vector<std::vector<float>> f32_copies_;  // norms/biases stored as F16 in the file
   Workspace ws_;
   int32_t num_row_scaled_ = 0;
-  // Multiply-adds per token of every matrix, and whether the matrices reach
-  // 8 MiB (runs_alone); computed at the first forward() (after tensor or
-  // pipeline parallelism kept a share).
-  int64_t matrix_macs_ = -1;
+  // Multiply-adds per token of the layers' matrices and of the output
+  // matrix, and whether the matrices reach 8 MiB (step_way); computed at the
+  // first forward() (after tensor or pipeline parallelism kept a share).
+  int64_t layer_macs_ = -1, output_macs_ = 0;
   bool streams_weights_ = false;
+  StepThreadChooser step_threads_;
   kernels::PackedWeights packed_;
   LinearObserver observer_;
   KVGroupLayout kv_groups_;

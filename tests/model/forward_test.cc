@@ -327,7 +327,9 @@ TEST_P(ForwardTest, BatchingDoesNotChangeLogits) {
 }
 
 // LlamaModel::set_min_parallel_step_macs: a step under the bound never
-// wakes the pool (and computes the same logits); at 0 every step does.
+// wakes the pool and computes the same logits, bit for bit (a step's way is
+// chosen by measured time, so it must not change the output); at 0 every
+// step does.
 // (This binary runs with 0 otherwise: tests/parallel_every_step.cc.)
 TEST(StepThreads, StepsUnderTheBoundRunOnTheCallingThread) {
   RandomModel m(Shape{"llama", 61, 48, 2, 6, 2, 40}, 5);
@@ -343,8 +345,30 @@ TEST(StepThreads, StepsUnderTheBoundRunOnTheCallingThread) {
   EXPECT_GT(p.pool().jobs(), 0u);
   for (int i = 0; i < 2; ++i)
     for (int t = 0; t < 40; ++t)
+      for (size_t v = 0; v < alone[i][t].size(); ++v) ASSERT_EQ(alone[i][t][v], pooled[i][t][v]);
+}
+
+// By default a small model's steps run the way measured times favor
+// (model/step_threads.h): its first steps try both, and the logits are those
+// of steps that all ran alone.
+TEST(StepThreads, MeasuredStepsTryBothWaysAndComputeTheSame) {
+  RandomModel m(Shape{"llama", 61, 48, 2, 6, 2, 40}, 5);
+  std::mt19937 rng(4);
+  const auto seqs = random_seqs({40, 40, 40, 40, 40, 40}, 61, rng);
+  std::map<int, std::vector<std::vector<float>>> alone, measured;
+  PagedRunner a(m, 4, 2), p(m, 4, 2);
+  LlamaModel::set_min_parallel_step_macs(int64_t{1} << 40);
+  for (int i = 0; i < 6; i += 2) a.step({{i, 40}, {i + 1, 40}}, seqs, alone);
+  ASSERT_EQ(a.pool().jobs(), 0u);
+  // Three steps of one size: alone (untimed), alone, on the pool (the warm-up).
+  LlamaModel::set_min_parallel_step_macs(LlamaModel::kMeasureStepThreads);
+  for (int i = 0; i < 6; i += 2) p.step({{i, 40}, {i + 1, 40}}, seqs, measured);
+  LlamaModel::set_min_parallel_step_macs(0);
+  EXPECT_GT(p.pool().jobs(), 0u) << "no step tried the pool";
+  for (int i = 0; i < 6; ++i)
+    for (int t = 0; t < 40; ++t)
       for (size_t v = 0; v < alone[i][t].size(); ++v)
-        ASSERT_NEAR(alone[i][t][v], pooled[i][t][v], 1e-4f * (1 + std::abs(alone[i][t][v])));
+        ASSERT_EQ(alone[i][t][v], measured[i][t][v]) << "seq " << i << " pos " << t << " vocab " << v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ForwardTest,
