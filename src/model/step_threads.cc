@@ -22,15 +22,28 @@ int StepThreadChooser::class_of(int64_t macs) {
 }
 
 StepThreadChooser::Way StepThreadChooser::choose(int64_t macs, Way prior) {
-  SizeClass& c = classes_[class_of(macs)];
-  if (!c.seen) c.best = prior;  // the class's first step (cold: not timed)
+  const int k = class_of(macs);
+  SizeClass& c = classes_[static_cast<size_t>(k)];
+  if (!c.seen) {  // the class's first step (cold: not timed)
+    // A neighbor class that has compared both ways knows better than
+    // `prior` (a decode step's class moves up as its context grows).
+    c.best = prior;
+    for (const int nk : {k - 1, k + 1, k - 2, k + 2}) {
+      if (nk < 0 || nk >= static_cast<int>(classes_.size())) continue;
+      const SizeClass& nc = classes_[static_cast<size_t>(nk)];
+      if (nc.samples[kAlone] >= kWarmUp && nc.samples[kPool] >= kWarmUp) {
+        c.best = nc.best;
+        break;
+      }
+    }
+  }
   if (!c.seen || c.samples[c.best] < kWarmUp) return c.best;
   if (c.samples[other(c.best)] < kWarmUp) return other(c.best);
   return c.until_retry <= 0 ? other(c.best) : c.best;
 }
 
 void StepThreadChooser::record(int64_t macs, Way way, double seconds) {
-  SizeClass& c = classes_[class_of(macs)];
+  SizeClass& c = classes_[static_cast<size_t>(class_of(macs))];
   if (!c.seen) {  // first touches of buffers sized for this step, cold caches
     c.seen = true;
     return;

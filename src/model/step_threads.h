@@ -35,7 +35,8 @@ class StepThreadChooser {
   static constexpr int32_t kWarmUp = 1;
 
   // The way to run a step of `macs` multiply-adds; `prior`: the first guess
-  // for its size class.
+  // for its size class when no class within a factor of 4 has compared both
+  // ways (otherwise the nearest such class's choice is).
   Way choose(int64_t macs, Way prior);
   // A step of `macs` ran `way` in `seconds`.
   void record(int64_t macs, Way way, double seconds);

@@ -48,8 +48,10 @@ TEST(StepThreadChooser, StartsFromThePriorAndDoesNotTimeAClassFirstStep) {
   c.record(macs, StepThreadChooser::kAlone, 2e-6);
   EXPECT_EQ(c.best(macs), StepThreadChooser::kPool);
   EXPECT_EQ(c.choose(macs, StepThreadChooser::kPool), StepThreadChooser::kPool);
-  // Another size class starts over, from its own prior.
+  // A class far from any compared one starts from its own prior; one next
+  // to a compared class starts from that class's choice.
   EXPECT_EQ(c.choose(100 * macs, StepThreadChooser::kAlone), StepThreadChooser::kAlone);
+  EXPECT_EQ(c.choose(2 * macs, StepThreadChooser::kAlone), StepThreadChooser::kPool);
 }
 
 TEST(StepThreadChooser, FollowsAChangeOfLoad) {
