@@ -587,7 +587,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVStorage& kv, ThreadPool& s
     StepThreadChooser* chooser;
     int64_t macs;
     StepThreadChooser::Way way;
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point t0 = chooser ? std::chrono::steady_clock::now() : decltype(t0){};
     ~StepTimer() {
       if (chooser)
         chooser->record(macs, way, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
