@@ -34,8 +34,8 @@ constexpr int64_t kMinParallelAttentionMacs = 128 * 1024;
 // multiply-adds and more. Below, a step size's first guess is alone: on a
 // quiet machine those ran faster alone (a draft model's or stories260K's
 // 64-token prefill 5-10% slower on 2 threads than on 1). Above, the pool
-// won everywhere, and timing a 512-token prefill alone once in 20 steps
-// moved `pagoda bench model`'s median by 3-4%.
+// was faster wherever measured, and timing a 512-token prefill alone once in
+// 20 steps moved `pagoda bench model`'s median by 3-4%.
 constexpr int64_t kMinParallelWeightBytes = int64_t{8} << 20;
 constexpr int64_t kMaxAloneStepMacs = int64_t{64} << 20;
 std::atomic<int64_t> g_min_parallel_step_macs{LlamaModel::kMeasureStepThreads};

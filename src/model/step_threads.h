@@ -9,14 +9,15 @@
 // holds depends on the machine, the model and the moment (bench/RESULTS.md,
 // 2026-12-07 (18:40-19:40 UTC)), so each size class of step (a power of two
 // of multiply-adds) keeps a moving average (over ~16 steps) of its chosen
-// way's time per multiply-add and now and then runs a trial of kTrialSteps steps the other
-// way: the other way takes over if its trial's mean is kMargin faster. Trials
-// come every kMinGap steps of the class at first, half as often each time the
-// other way loses (to every kMaxGap-th), and at once (after kMinGap) when the
-// chosen way's average rises kMargin above the other's last trial: a change
-// of load is noticed within ~15 steps, a loser costs ~0.7% of the steps,
-// and steps timed +-30% apart cost under 1% swapping between ways 10%
-// apart (tests/model/step_threads_test.cc).
+// way's time per multiply-add and now and then runs a trial of kTrialSteps
+// steps the other way: the other way takes over if its trial's mean is
+// kMargin faster. Trials come after kMinGap steps of the class at first, half
+// as often each time the other way loses (down to one per kMaxGap steps), and
+// at once (after kMinGap) when the chosen way's average rises kMargin above
+// the other's last trial: a change of load is noticed within ~15 steps, a
+// clear loser runs ~0.8% of the steps, and with per-step times scattered by
+// a 30% standard deviation and the ways 10% apart the swapping costs 0.5% of
+// the time (tests/model/step_threads_test.cc).
 #pragma once
 
 #include <array>
