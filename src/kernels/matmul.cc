@@ -6,13 +6,9 @@
 #include "kernels/matmul.h"
 
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
 
 #include "core/check.h"
@@ -142,22 +138,8 @@ constexpr int64_t kPrefetchMatrixBytes = int64_t{2} << 20;
 // prefetchers keeping up alone. The quantized tiles keep theirs there
 // (Q4_0 and Q4_K_M decode 20-27% faster with it).
 bool float_tiles_prefetch() {
-#if defined(__x86_64__)
-  static const bool on = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return true;
-    char vendor[13] = {};
-    std::memcpy(vendor, &ebx, 4);
-    std::memcpy(vendor + 4, &edx, 4);
-    std::memcpy(vendor + 8, &ecx, 4);
-    if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return true;
-    const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
-    return family < 0x1a;
-  }();
+  static const bool on = !cpu::host_is_amd_family_at_least(0x1a);
   return on;
-#else
-  return true;
-#endif
 }
 
 bool is_float_tile(int kind) {

@@ -242,6 +242,47 @@ TEST(MatmulIsa, RandomShapesEveryIsa) {
   cpu::set_active_isa(cpu::best_isa());
 }
 
+// The AVX-512 prefill tiles of the 32-element integer kinds come in two
+// shapes (cpu::int8_tiles: 2 groups x 6 tokens, 3 x 4); both must give the
+// same bits (each output adds its blocks in the same order) and stay within
+// the reference's bound, on shapes that run full tiles, the 3-shape's pairs
+// and single groups, partial token tiles and (from 16 tokens) the expanded
+// copy of the nibble kinds.
+TEST(MatmulIsa, Int8TileShapesGiveTheSameBits) {
+  if (!cpu::isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI on this host";
+  const cpu::Int8Tiles host_shape = cpu::int8_tiles();
+  cpu::set_active_isa(Isa::kAvx512);
+  ThreadPool pool1(1), pool2(2);
+  uint32_t seed = 777;
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL}) {
+    for (const Shape& s : {Shape{32 * 7, 117, 19}, Shape{32 * 12, 160, 17}, Shape{32 * 5, 80, 6}, Shape{32, 37, 9}}) {
+      ++seed;
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << s.n_in << " n_out=" << s.n_out
+                                        << " n_tokens=" << s.n_tokens << " seed=" << seed);
+      const Problem p = make_problem(type, s, seed);
+      const int64_t y_stride = s.n_out + 1;
+      ThreadPool& pool = seed % 2 == 0 ? pool1 : pool2;
+      cpu::set_int8_tiles(cpu::Int8Tiles::k2x6);
+      const std::vector<float> y26 = run_matmul(p, pool, y_stride);
+      cpu::set_int8_tiles(cpu::Int8Tiles::k3x4);
+      const std::vector<float> y34 = run_matmul(p, pool, y_stride);
+      Worst vs_ref;
+      for (int64_t t = 0; t < s.n_tokens; ++t) {
+        for (int64_t r = 0; r < s.n_out; ++r) {
+          ASSERT_EQ(y34[t * y_stride + r], y26[t * y_stride + r]) << "token " << t << " row " << r;
+          const double want = ref::vec_dot(p.type, p.w.data() + r * dtype_row_bytes(p.type, s.n_in),
+                                           p.x.data() + t * p.x_stride, s.n_in);
+          vs_ref.add(y34[t * y_stride + r], want, ref_tolerance(p, t, r), t, r);
+        }
+        ASSERT_EQ(y34[t * y_stride + s.n_out], -12345.0f) << "padding written";
+      }
+      EXPECT_TRUE(vs_ref.ok()) << describe("3 x 4 vs ref::vec_dot", vs_ref);
+    }
+  }
+  cpu::set_int8_tiles(host_shape);
+  cpu::set_active_isa(cpu::best_isa());
+}
+
 TEST(MatmulIsa, DotF32EveryIsa) {
   std::mt19937 rng(77);
   std::normal_distribution<float> nd;

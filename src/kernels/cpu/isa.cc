@@ -1,7 +1,14 @@
 #include "kernels/cpu/isa.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "core/check.h"
 
@@ -27,7 +34,41 @@ Isa& active_slot() {
   return isa;
 }
 
+std::atomic<int>& int8_tiles_slot() {
+  static std::atomic<int> shape = [] {
+    const char* env = std::getenv("PAGODA_INT8_TILES");
+    if (env != nullptr && *env != '\0') {
+      const std::string_view v(env);
+      if (v == "2x6") return static_cast<int>(Int8Tiles::k2x6);
+      if (v == "3x4") return static_cast<int>(Int8Tiles::k3x4);
+      std::fprintf(stderr, "pagoda: unknown PAGODA_INT8_TILES=%s (2x6|3x4); choosing by CPU\n", env);
+    }
+    return static_cast<int>(host_is_amd_family_at_least(0x1a) ? Int8Tiles::k3x4 : Int8Tiles::k2x6);
+  }();
+  return shape;
+}
+
 }  // namespace
+
+bool host_is_amd_family_at_least(unsigned family) {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff) >= family;
+#else
+  (void)family;
+  return false;
+#endif
+}
+
+Int8Tiles int8_tiles() { return static_cast<Int8Tiles>(int8_tiles_slot().load(std::memory_order_relaxed)); }
+
+void set_int8_tiles(Int8Tiles shape) { int8_tiles_slot().store(static_cast<int>(shape), std::memory_order_relaxed); }
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {

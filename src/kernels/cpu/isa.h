@@ -25,6 +25,24 @@ bool host_has_bf16_dot();
 std::vector<Isa> supported_isas();
 Isa best_isa();
 
+// An AMD CPU of this family or later (CPUID family with its extension:
+// 0x19 Zen 3 / Zen 4, 0x1a Zen 5); false on other vendors.
+bool host_is_amd_family_at_least(unsigned family);
+
+// The register tile shape of the AVX-512 prefill tiles for 32-element
+// integer blocks (Q8_0, and Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL through
+// their expanded copy): 2 groups x 6 tokens, or 3 groups x 4 tokens
+// (a broadcast activation feeds 3 weight vectors instead of 2). Which is
+// faster depends on the core: 3 x 4 on Zen 5, 2 x 6 on Ice Lake
+// (bench/RESULTS.md 2026-12-07 22:00). Both give the same bits.
+enum class Int8Tiles { k2x6 = 0, k3x4 = 1 };
+// PAGODA_INT8_TILES=2x6|3x4 if set, else 3x4 on AMD family 0x1a and later,
+// else 2x6.
+Int8Tiles int8_tiles();
+// Switches the shape (tests, benchmarks); safe against concurrent matmuls
+// (each call reads the shape once).
+void set_int8_tiles(Int8Tiles shape);
+
 // The ISA a PAGODA_ISA value asks for: that ISA if it is known and
 // supported, else best_isa() (with a warning on stderr); null or empty:
 // best_isa().

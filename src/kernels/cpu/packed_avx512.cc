@@ -57,21 +57,40 @@ struct KBF16D {
   static void run(const MatmulArgs& a, int64_t g, int64_t t) { tile_bf16d<RG, T>(a, g, t); }
 };
 
+// The 32-element integer kinds' prefill tiles in both shapes of
+// cpu::int8_tiles(), chosen at each call; the work split follows the shape
+// the table was built with (a split into multiples of the other shape's
+// groups only costs a pair or single-group tile at a chunk's end).
+template <template <int, int> class K, int RGd>
+void set_packed_int8(IsaKernels& k, WKind kind) {
+  k.packed[static_cast<int>(kind)] = rows_by_int8_tiles<packed_rows<K, 2, 6, RGd>, packed_rows<K, 3, 4, RGd>>;
+  k.packed_tile_groups[static_cast<int>(kind)][0] = int8_tiles() == Int8Tiles::k3x4 ? 3 : 2;
+  k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+}
+
+template <template <int, int> class K, template <int, int> class KX, class E, int RG, int T, int RGd>
+void set_packed_expanded_int8(IsaKernels& k, WKind kind) {
+  k.packed[static_cast<int>(kind)] = rows_by_int8_tiles<packed_rows_expanded<K, KX, E, RG, T, RGd, 2, 6>,
+                                                        packed_rows_expanded<K, KX, E, RG, T, RGd, 3, 4>>;
+  k.packed_tile_groups[static_cast<int>(kind)][0] = int8_tiles() == Int8Tiles::k3x4 ? 3 : 2;
+  k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+}
+
 }  // namespace
 
 void register_packed_avx512(IsaKernels& k) {
-  set_packed_expanded<KQ4_0, KXQ<PQ4_0>::K, PX<PQ4_0>, 3, 3, 4, 2, 6>(k, WKind::kQ4_0);
-  set_packed<KQ8_0, 2, 6, 4>(k, WKind::kQ8_0);
+  set_packed_expanded_int8<KQ4_0, KXQ<PQ4_0>::K, PX<PQ4_0>, 3, 3, 4>(k, WKind::kQ4_0);
+  set_packed_int8<KQ8_0, 4>(k, WKind::kQ8_0);
   set_packed<KQ8_0R, 4, 6, 8>(k, WKind::kQ8_0R);
-  set_packed_expanded<KQ4_1, KXQ<PQ4_1>::K, PX<PQ4_1>, 2, 4, 4, 2, 6>(k, WKind::kQ4_1);
-  set_packed_expanded<KQ5_0, KXQ<PQ5_0>::K, PX<PQ5_0>, 2, 4, 4, 2, 6>(k, WKind::kQ5_0);
-  set_packed_expanded<KQ5_1, KXQ<PQ5_1>::K, PX<PQ5_1>, 2, 4, 4, 2, 6>(k, WKind::kQ5_1);
+  set_packed_expanded_int8<KQ4_1, KXQ<PQ4_1>::K, PX<PQ4_1>, 2, 4, 4>(k, WKind::kQ4_1);
+  set_packed_expanded_int8<KQ5_0, KXQ<PQ5_0>::K, PX<PQ5_0>, 2, 4, 4>(k, WKind::kQ5_0);
+  set_packed_expanded_int8<KQ5_1, KXQ<PQ5_1>::K, PX<PQ5_1>, 2, 4, 4>(k, WKind::kQ5_1);
   set_packed_expanded<KQ4_K, KXK45<PQ4_0>::K, XK45<PQ4_0>, 2, 4, 4, 2, 4>(k, WKind::kQ4_K);
   set_packed_expanded<KQ5_K, KXK45<PQ5_0>::K, XK45<PQ5_0>, 2, 4, 4, 2, 4>(k, WKind::kQ5_K);
   set_packed_expanded<KQ6_K, KXK16<true>::K, XK16<true>, 2, 4, 4, 2, 4>(k, WKind::kQ6_K);
   set_packed<KQ2_K, 2, 4, 4>(k, WKind::kQ2_K);
   set_packed_expanded<KQ3_K, KXK16<false>::K, XK16<false>, 2, 4, 4, 2, 4>(k, WKind::kQ3_K);
-  set_packed_expanded<KIQ4_NL, KXQ<PIQ4NL>::K, PX<PIQ4NL>, 2, 4, 4, 2, 6>(k, WKind::kIQ4_NL);
+  set_packed_expanded_int8<KIQ4_NL, KXQ<PIQ4NL>::K, PX<PIQ4NL>, 2, 4, 4>(k, WKind::kIQ4_NL);
   set_packed_expanded<KIQ4_XS, KXIQ4XS, XIQ4XS, 2, 4, 4, 2, 4>(k, WKind::kIQ4_XS);
   set_packed<KF32, 3, 8, 8>(k, WKind::kF32);
   set_packed<KF16, 3, 8, 8>(k, WKind::kF16);

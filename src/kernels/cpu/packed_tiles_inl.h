@@ -888,10 +888,7 @@ void packed_rows_expanded(const MatmulArgs& a, int64_t r0, int64_t r1) {
     x.y = a.y + kPackRows * gc;  // the tiles see group gc as group 0
     x.n_out = a.n_out - kPackRows * gc;
     for (int64_t t = 0; t < a.n_tokens; t += XT) {
-      const int nt = static_cast<int>(std::min<int64_t>(XT, a.n_tokens - t));
-      int64_t g = 0;
-      for (; g + XRG <= n; g += XRG) Set::full[nt - 1](x, g, t);
-      for (; g < n; ++g) Set::single[nt - 1](x, g, t);
+      sweep_groups<Set, XRG>(x, 0, n, static_cast<int>(std::min<int64_t>(XT, a.n_tokens - t)), t);
     }
   }
 }
@@ -903,6 +900,13 @@ void set_packed_expanded(IsaKernels& k, WKind kind) {
   k.packed[static_cast<int>(kind)] = packed_rows_expanded<K, KX, E, RG, T, RGd, XRG, XT>;
   k.packed_tile_groups[static_cast<int>(kind)][0] = XRG;
   k.packed_tile_groups[static_cast<int>(kind)][1] = RGd;
+}
+
+// Rows by one of two registered kernels, whichever cpu::int8_tiles()
+// names now (A: 2 x 6, B: 3 x 4).
+template <RowsFn A, RowsFn B>
+void rows_by_int8_tiles(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  (int8_tiles() == Int8Tiles::k3x4 ? B : A)(a, r0, r1);
 }
 
 template <int RG, int T>
