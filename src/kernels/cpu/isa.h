@@ -34,7 +34,8 @@ bool host_is_amd_family_at_least(unsigned family);
 // their expanded copy): 2 groups x 6 tokens, or 3 groups x 4 tokens
 // (a broadcast activation feeds 3 weight vectors instead of 2). Which is
 // faster depends on the core: 3 x 4 on Zen 5, 2 x 6 on Ice Lake
-// (bench/RESULTS.md 2026-12-07 22:00). Both give the same bits.
+// (bench/RESULTS.md 2026-12-06 03:05 and 2026-12-07 21:45). Both give the
+// same bits.
 enum class Int8Tiles { k2x6 = 0, k3x4 = 1 };
 // PAGODA_INT8_TILES=2x6|3x4 if set, else 3x4 on AMD family 0x1a and later,
 // else 2x6.
