@@ -462,6 +462,10 @@ class SchemaConverter {
     if (!lo && !hi) return use(integer ? "integer" : "number");
     const double limit = static_cast<double>(kMaxMagnitude);
     std::optional<int64_t> ilo, ihi;
+    // Bounds beyond 16 digits are refused (or, on the open side, dropped)
+    // before any conversion to int64, which they could overflow.
+    if (lo && *lo > limit) return error(path, "the minimum is beyond 16 digits");
+    if (hi && *hi < -limit) return error(path, "the maximum is beyond 16 digits");
     if (lo && *lo > -limit) ilo = static_cast<int64_t>(lo_excl ? std::floor(*lo) + 1 : std::ceil(*lo));
     if (hi && *hi < limit) ihi = static_cast<int64_t>(hi_excl ? std::ceil(*hi) - 1 : std::floor(*hi));
     if (ilo && *ilo > kMaxMagnitude) return error(path, "the minimum is beyond 16 digits");
@@ -473,7 +477,7 @@ class SchemaConverter {
       // with k + 1 <= the maximum.
       const int64_t flo = std::max<int64_t>(ilo.value_or(0), 0);
       std::optional<int64_t> fhi;
-      if (hi) fhi = static_cast<int64_t>(std::floor(*hi)) - 1;
+      if (hi && *hi < limit) fhi = static_cast<int64_t>(std::floor(*hi)) - 1;
       if (!fhi || *fhi >= flo) {
         expr = "( " + expr + " | " + int_range(flo, fhi.value_or(kMaxMagnitude)) + " \".\" [0-9]{1,15} )";
       }

@@ -128,6 +128,10 @@ TEST(JsonSchema, ErrorsNameThePath) {
       {R"({"type": "array", "minItems": 3, "maxItems": 2})", "maxItems is below minItems"},
       {R"({"enum": []})", "non-empty array"},
       {R"({"type": "integer", "minimum": 0.2, "maximum": 0.8})", "no whole number"},
+      // Found by the request fuzzer: bounds far past int64 (undefined to convert).
+      {R"({"type": "number", "minimum": 8.88889e+84})", "the minimum is beyond 16 digits"},
+      {R"({"type": "integer", "exclusiveMinimum": 1e300, "maximum": 1e301})", "the minimum is beyond 16 digits"},
+      {R"({"type": "number", "maximum": -1e300})", "the maximum is beyond 16 digits"},
       {R"(false)", "accepts no value"},
       {R"({"allOf": [{"type": "string"}, {"type": "object"}]})", "allOf is supported for object schemas only"},
   };
@@ -135,6 +139,17 @@ TEST(JsonSchema, ErrorsNameThePath) {
     auto r = json_schema_to_gbnf(ordered_json::parse(c.schema));
     ASSERT_FALSE(r.is_ok()) << c.schema;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << c.schema << " -> " << r.status().message();
+  }
+}
+
+// Open-ended bounds far past 16 digits are no bound at all.
+TEST(JsonSchema, HugeOpenBoundsAreNoBound) {
+  for (const char* schema : {R"({"type": "number", "minimum": 0, "maximum": 1e300})",
+                             R"({"type": "integer", "minimum": -1e300, "maximum": 5})",
+                             R"({"type": "number", "exclusiveMaximum": 1e300})"}) {
+    auto r = json_schema_to_gbnf(ordered_json::parse(schema));
+    ASSERT_TRUE(r.is_ok()) << schema << ": " << r.status().message();
+    EXPECT_TRUE(must_compile(*r)) << schema;
   }
 }
 
